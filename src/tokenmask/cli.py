@@ -1,0 +1,193 @@
+"""The ``tokenmask`` command: argv in, one library call per subcommand, results out.
+
+Errors in the user's input print one line naming the problem and exit with code 2.
+Heavy imports (torch, transformers) happen inside the subcommands, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+from tokenmask.masking.config import STRATEGIES, CorruptionConfig, SelectionConfig, UnitConfig
+
+# Dataclass field -> (flag name, MaskingCollator keyword) where they differ from the field name.
+_RENAMED = {"mode": ("selection", "selection"), "per_unit": ("corrupt-per-unit", "corrupt_per_unit")}
+_CHOICES = {"strategy": STRATEGIES, "mode": ("bernoulli", "exact")}
+
+
+def _add_masking_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per masking setting, help text from the dataclass field docs."""
+    group = parser.add_argument_group("masking")
+    for config in (UnitConfig, SelectionConfig, CorruptionConfig):
+        for f in fields(config):
+            flag, dest = _RENAMED.get(f.name, (f.name.replace("_", "-"), f.name))
+            default = None if f.default is MISSING else f.default
+            help_text = f"{f.metadata.get('help', '')} (default: {default})"
+            if isinstance(default, bool):
+                group.add_argument(f"--{flag}", dest=dest, action="store_true", help=help_text)
+                continue
+            kind = str if f.name in _CHOICES else float if isinstance(default, float) else int
+            group.add_argument(
+                f"--{flag}",
+                dest=dest,
+                type=kind,
+                default=default,
+                choices=_CHOICES.get(f.name),
+                help=help_text,
+            )
+    group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    group.add_argument(
+        "--tokenizer",
+        default="bert-base-uncased",
+        help="tokenizer folder, or a built-in name: bert-base-uncased, roberta-gpt2 (default: bert-base-uncased)",
+    )
+
+
+def _collator(args: argparse.Namespace):
+    from tokenmask.data.collator import MaskingCollator
+    from tokenmask.data.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(args.tokenizer)
+    keywords = {}
+    for config in (UnitConfig, SelectionConfig, CorruptionConfig):
+        for f in fields(config):
+            dest = _RENAMED.get(f.name, (None, f.name))[1]
+            keywords[dest] = getattr(args, dest)
+    return MaskingCollator(tokenizer, seed=args.seed, **keywords)
+
+
+def _masking_settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings = {"tokenizer": args.tokenizer, "seed": args.seed}
+    for config in (UnitConfig, SelectionConfig, CorruptionConfig):
+        for f in fields(config):
+            dest = _RENAMED.get(f.name, (None, f.name))[1]
+            settings[dest] = getattr(args, dest)
+    return settings
+
+
+def _cmd_mask(args: argparse.Namespace) -> int:
+    from tokenmask.data.corpus import read_texts
+    from tokenmask.data.resources import sample_text
+    from tokenmask.render import masked_examples, print_masked
+
+    if args.text and args.file:
+        raise ValueError("give TEXT or --file, not both")
+    if args.file:
+        texts = list(read_texts([args.file]))
+    elif args.text:
+        texts = [" ".join(args.text)]
+    else:
+        texts = sample_text()
+    if not texts:
+        raise ValueError("nothing to mask: the input holds no text")
+    collator = _collator(args)
+    examples = masked_examples(texts, collator, max_length=args.max_length)
+    if args.json:
+        print(json.dumps({"settings": _masking_settings(args), "examples": examples}, ensure_ascii=False, indent=2))
+    else:
+        print_masked(examples)
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from tokenmask.audit import audit_masking
+    from tokenmask.data.blocks import pack_texts
+    from tokenmask.data.corpus import read_texts
+    from tokenmask.data.encode import encode_lazily
+    from tokenmask.data.resources import shakespeare_scenes
+    from tokenmask.render import print_audit
+
+    collator = _collator(args)
+    texts = read_texts(args.corpus, text_field=args.text_field) if args.corpus else shakespeare_scenes()
+    if args.pack:
+        examples = pack_texts(texts, collator.tokenizer, block_length=args.max_length)
+    else:
+        examples = encode_lazily(texts, collator.tokenizer, max_length=args.max_length)
+    with Progress(transient=True, disable=args.json) as progress:
+        task = progress.add_task("masking", total=args.max_tokens)
+        audit = audit_masking(
+            examples,
+            collator,
+            batch_size=args.batch_size,
+            max_tokens=args.max_tokens,
+            on_batch=lambda n: progress.advance(task, n),
+        )
+    if args.json:
+        print(json.dumps({"settings": _masking_settings(args), **audit.to_dict()}, indent=2))
+    else:
+        print_audit(audit)
+    return 0 if audit.special_targets == 0 and audit.protected_draws == 0 else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tokenmask",
+        description="Correct, fast, deterministic token masking for masked-language-model training.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    mask = commands.add_parser(
+        "mask",
+        help="show how a text is masked: original vs corrupted tokens, coloured by outcome",
+        description="Mask a text and show original and corrupted tokens side by side. "
+        "Without TEXT or --file, masks a few bundled lines of Shakespeare.",
+    )
+    mask.add_argument("text", nargs="*", metavar="TEXT", help="text to mask")
+    mask.add_argument("--file", type=Path, help="mask each line of this file (.txt/.md/.jsonl)")
+    mask.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
+    mask.add_argument("--json", action="store_true", help="print JSON instead of a coloured view")
+    _add_masking_arguments(mask)
+    mask.set_defaults(run=_cmd_mask)
+
+    stats = commands.add_parser(
+        "stats",
+        help="measure a masking configuration on a corpus, with binomial confidence intervals",
+        description="Mask a corpus and measure the selected share, the mask/random/keep split, "
+        "unit lengths and special tokens hit (must be 0), each with a 99%% Wilson interval "
+        "against the configured value. Without CORPUS, uses the bundled Shakespeare plays (one "
+        "document per scene). "
+        "Exit code 1 if a special token was selected or a protected id drawn.",
+    )
+    stats.add_argument("corpus", nargs="*", help="files, folders or globs (.txt/.md: one text per line; .jsonl: --text-field)")
+    stats.add_argument("--text-field", default="text", help="JSON Lines field holding the text (default: text)")
+    stats.add_argument("--max-length", type=int, default=128, help="block length in tokens (default: 128)")
+    stats.add_argument(
+        "--pack",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pack texts into full blocks as in pre-training (default); --no-pack masks each text "
+        "alone, truncated to --max-length",
+    )
+    stats.add_argument("--batch-size", type=int, default=256, help="examples per batch (default: 256)")
+    stats.add_argument("--max-tokens", type=int, default=200_000, help="stop after this many tokens (default: 200000)")
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    _add_masking_arguments(stats)
+    stats.set_defaults(run=_cmd_stats)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name in ("max_length", "batch_size", "max_tokens"):
+        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeError) as error:
+        print(f"tokenmask {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""From a list of examples (dicts) to padded numpy arrays: the shared front half of the collators.
+
+Rows may be Python lists, numpy arrays or tensors. Padding is per batch (to the longest row,
+rounded up to ``pad_to_multiple_of``), done with one flat copy instead of a loop over tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from tokenmask.masking import content_ids
+
+Feature = Mapping[str, Any]
+
+
+def _row_array(row: Any) -> np.ndarray | None:
+    if isinstance(row, torch.Tensor):
+        return row.detach().cpu().numpy().reshape(-1)
+    if isinstance(row, np.ndarray):
+        return row.reshape(-1)
+    return None
+
+
+def row_lengths(rows: Sequence[Any]) -> np.ndarray:
+    """``(B,)`` int64 lengths of the rows."""
+    return np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+
+
+def pad_rows(rows: Sequence[Any], lengths: np.ndarray, width: int, fill: int) -> np.ndarray:
+    """Right-pad ``rows`` into a ``(B, width)`` int64 array filled with ``fill``.
+
+    ``pad_rows([[5, 6, 7], [8]], np.array([3, 1]), 4, 0)  ->  [[5, 6, 7, 0], [8, 0, 0, 0]]``
+    """
+    total = int(lengths.sum())
+    arrays = [_row_array(r) for r in rows]
+    if all(a is not None for a in arrays):
+        flat = np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.zeros(0, np.int64)
+    else:
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=total)
+    out = np.full((len(rows), width), fill, dtype=np.int64)
+    out[np.arange(width)[None, :] < lengths[:, None]] = flat
+    return out
+
+
+def pad_word_ids(rows: Sequence[Any], lengths: np.ndarray, width: int) -> np.ndarray:
+    """Like :func:`pad_rows` for word ids, where ``None`` (special token) becomes -1."""
+    if all(_row_array(r) is not None for r in rows):
+        return pad_rows(rows, lengths, width, -1)
+    flat = np.fromiter(
+        (-1 if w is None else w for w in itertools.chain.from_iterable(rows)),
+        dtype=np.int64,
+        count=int(lengths.sum()),
+    )
+    out = np.full((len(rows), width), -1, dtype=np.int64)
+    out[np.arange(width)[None, :] < lengths[:, None]] = flat
+    return out
+
+
+def padded_width(lengths: np.ndarray, pad_to_multiple_of: int | None) -> int:
+    """The batch width: the longest row, rounded up to a multiple of ``pad_to_multiple_of``."""
+    width = int(lengths.max(initial=0))
+    if pad_to_multiple_of:
+        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+    return width
+
+
+def _stable_id(value: Any) -> int:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return int(value.item())
+    if isinstance(value, (str, bytes)):
+        data = value.encode("utf-8") if isinstance(value, str) else value
+        return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
+    raise ValueError(f"example id must be an integer or a string; got {type(value).__name__}")
+
+
+def example_ids(features: Sequence[Feature], input_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``(B,)`` int64 stable example ids.
+
+    Taken from each example's ``id`` (or ``idx``) key: integers as they are, strings hashed
+    (BLAKE2b, so the same across processes). Without such a key, the fallback is a hash of
+    the example's tokens: an example keeps its mask wherever it lands, and identical
+    examples get identical masks.
+    """
+    key = "id" if "id" in features[0] else "idx" if "idx" in features[0] else None
+    if key is None:
+        return content_ids(input_ids, lengths)
+    try:
+        return np.array([_stable_id(f[key]) for f in features], dtype=np.int64)
+    except KeyError:
+        raise ValueError(f"some examples have an {key!r} key and some do not") from None
+
+
+def to_left_padding(array: np.ndarray, lengths: np.ndarray, fill: int) -> np.ndarray:
+    """Move right-padded rows to the right edge (left padding); returns a new array.
+
+    ``to_left_padding([[5, 6, 0]], [2], 0)  ->  [[0, 5, 6]]``
+    """
+    width = array.shape[1]
+    source = np.arange(width)[None, :] - (width - lengths[:, None])  # (B, T)
+    moved = np.take_along_axis(array, np.maximum(source, 0), axis=1)
+    return np.where(source >= 0, moved, fill)
+
+
+@dataclass(frozen=True)
+class PaddedBatch:
+    """The padded arrays of a batch of examples, all ``(B, T)`` unless noted.
+
+    Attributes:
+        input_ids: token ids, right-padded with the pad id.
+        attention_mask: 1 on real tokens (from the examples when given, else from lengths).
+        lengths: ``(B,)`` real tokens per row.
+        special_tokens_mask: 1 on positions never to select, when the examples give it.
+        word_ids: word index per token (-1 on special tokens), when the examples give it.
+        example_ids: ``(B,)`` stable ids.
+        extras: other keys, collated (see :func:`collate_extras`).
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    lengths: np.ndarray
+    special_tokens_mask: np.ndarray | None
+    word_ids: np.ndarray | None
+    example_ids: np.ndarray
+    extras: dict[str, Any]
+
+
+CONSUMED_KEYS = frozenset(
+    {"input_ids", "attention_mask", "special_tokens_mask", "word_ids", "id", "idx"}
+)
+
+
+def pad_examples(
+    features: Sequence[Feature],
+    *,
+    pad_token_id: int,
+    pad_to_multiple_of: int | None = None,
+    consumed: frozenset[str] = CONSUMED_KEYS,
+    sequence_fills: Mapping[str, int] | None = None,
+) -> PaddedBatch:
+    """Pad a list of examples.
+
+    Raises:
+        ValueError: empty batch, missing ``input_ids``, ragged companion columns.
+    """
+    if len(features) == 0:
+        raise ValueError("empty batch: the collator got no examples")
+    if not all(isinstance(f, Mapping) for f in features):
+        raise ValueError("each example must be a dict with at least 'input_ids'")
+    try:
+        rows = [f["input_ids"] for f in features]
+    except KeyError:
+        raise ValueError("every example needs an 'input_ids' entry") from None
+    lengths = row_lengths(rows)
+    width = padded_width(lengths, pad_to_multiple_of)
+    input_ids = pad_rows(rows, lengths, width, pad_token_id)
+
+    def companion(key: str) -> list[Any] | None:
+        if key not in features[0]:
+            return None
+        column = [f[key] for f in features]
+        if not np.array_equal(row_lengths(column), lengths):
+            raise ValueError(f"'{key}' must have the same length as 'input_ids' in every example")
+        return column
+
+    attention = companion("attention_mask")
+    special = companion("special_tokens_mask")
+    words = companion("word_ids")
+    real = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
+    return PaddedBatch(
+        input_ids=input_ids,
+        attention_mask=real if attention is None else pad_rows(attention, lengths, width, 0),
+        lengths=lengths,
+        special_tokens_mask=None if special is None else pad_rows(special, lengths, width, 1),
+        word_ids=None if words is None else pad_word_ids(words, lengths, width),
+        example_ids=example_ids(features, input_ids, lengths),
+        extras=collate_extras(features, consumed, lengths, width, sequence_fills or {}),
+    )
+
+
+def collate_extras(
+    features: Sequence[Feature],
+    consumed: frozenset[str],
+    lengths: np.ndarray,
+    width: int,
+    sequence_fills: Mapping[str, int],
+) -> dict[str, Any]:
+    """Collate the keys the collator does not use itself.
+
+    Numbers become a ``(B,)`` tensor; sequences as long as ``input_ids`` in every example
+    (``token_type_ids``…) are padded like it (with ``sequence_fills[key]``, default 0) into a
+    ``(B, T)`` tensor; anything else is passed on as a list.
+    """
+    out: dict[str, Any] = {}
+    for key in features[0]:
+        if key in consumed:
+            continue
+        values = [f.get(key) for f in features]
+        first = values[0]
+        if all(isinstance(v, (int, float, bool, np.integer, np.floating)) for v in values):
+            out[key] = torch.tensor(values)
+        elif all(isinstance(v, (list, tuple, np.ndarray, torch.Tensor)) for v in values) and all(
+            len(v) == n for v, n in zip(values, lengths)
+        ) and not isinstance(first, (str, bytes)):
+            try:
+                out[key] = torch.from_numpy(pad_rows(values, lengths, width, sequence_fills.get(key, 0)))
+            except (TypeError, ValueError):
+                out[key] = values
+        else:
+            out[key] = values
+    return out

@@ -1,0 +1,56 @@
+"""Texts to examples: token ids plus word ids from the fast tokenizer, ready for a collator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+
+def encode_texts(
+    texts: Sequence[str],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    max_length: int | None = None,
+    first_id: int = 0,
+) -> list[dict[str, Any]]:
+    """Encode texts into collator examples: ``input_ids``, ``word_ids`` (-1 on special tokens)
+    and ``id`` (``first_id``, ``first_id + 1``, … so masks are stable).
+
+    Word ids come from the fast tokenizer's ``word_ids()``; with a slow tokenizer the
+    examples carry none and word-based strategies fall back to the collator's table.
+    """
+    encoding = tokenizer(
+        list(texts),
+        truncation=max_length is not None,
+        max_length=max_length,
+        add_special_tokens=True,
+    )
+    examples = []
+    for row, ids in enumerate(encoding["input_ids"]):
+        example: dict[str, Any] = {"input_ids": ids, "id": first_id + row}
+        if getattr(tokenizer, "is_fast", False):
+            example["word_ids"] = [-1 if w is None else w for w in encoding.word_ids(row)]
+        examples.append(example)
+    return examples
+
+
+def encode_lazily(
+    texts: Iterable[str],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    max_length: int | None = None,
+    batch_size: int = 256,
+) -> Iterator[dict[str, Any]]:
+    """:func:`encode_texts` over a stream, ``batch_size`` texts at a time; ids count from 0."""
+    chunk: list[str] = []
+    first_id = 0
+    for text in texts:
+        chunk.append(text)
+        if len(chunk) == batch_size:
+            yield from encode_texts(chunk, tokenizer, max_length=max_length, first_id=first_id)
+            first_id += len(chunk)
+            chunk = []
+    if chunk:
+        yield from encode_texts(chunk, tokenizer, max_length=max_length, first_id=first_id)

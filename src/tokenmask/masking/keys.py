@@ -1,0 +1,189 @@
+"""Stateless, counter-based randomness: every random number is a hash of where it is used.
+
+A random draw for token ``t`` of example ``i`` is ``splitmix64(row_key(seed, epoch, i) + t·γ)``,
+so it does not depend on the batch the example lands in, its place there, its padding, the
+number of workers or what was drawn before. Streams keep independent uses apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+import torch
+
+_MASK64 = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: the SplitMix64 increment
+_MUL1 = 0xBF58476D1CE4E5B9
+_MUL2 = 0x94D049BB133111EB
+_U27, _U30, _U31 = np.uint64(27), np.uint64(30), np.uint64(31)
+_UMUL1, _UMUL2, _UGAMMA = np.uint64(_MUL1), np.uint64(_MUL2), np.uint64(_GAMMA)
+
+
+class Stream(IntEnum):
+    """Independent random streams; each use of randomness has its own."""
+
+    SELECT = 1  # 32-bit selection key of every token (see RowKeys.bits32)
+    CHOICE = 2  # mask / random / keep decision of a target
+    REPLACE = 3  # which replacement token a random-replaced target gets
+    UNIT_LENGTH = 4  # span / n-gram lengths
+
+
+def _mix_int(z: int) -> int:
+    """SplitMix64 finaliser on a Python int (for scalar keys)."""
+    z &= _MASK64
+    z = ((z ^ (z >> 30)) * _MUL1) & _MASK64
+    z = ((z ^ (z >> 27)) * _MUL2) & _MASK64
+    return z ^ (z >> 31)
+
+
+def mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser, element-wise on a uint64 array. Returns a new array.
+
+    A bijection of 64-bit integers with full avalanche: ``mix64(np.array([0], np.uint64))``
+    is ``[0]``, ``mix64(np.array([1], np.uint64))`` is ``[0x5692161d100b05e5]``. Array
+    arithmetic on uint64 wraps modulo 2^64 without warnings (unlike numpy scalars).
+    """
+    z = z ^ (z >> _U30)
+    z *= _UMUL1
+    z ^= z >> _U27
+    z *= _UMUL2
+    z ^= z >> _U31
+    return z
+
+
+_V15, _V16 = np.uint32(15), np.uint32(16)
+_VMUL1, _VMUL2 = np.uint32(0x7FEB352D), np.uint32(0x846CA68B)
+
+
+def mix32(z: np.ndarray) -> np.ndarray:
+    """A 32-bit integer finaliser (Wellons' lowbias32), element-wise, in place on ``z``.
+
+    A bijection of 32-bit integers with low bias; about twice as fast as :func:`mix64` on a
+    CPU because 32-bit multiplies vectorise. ``mix32(np.array([1], np.uint32))`` is
+    ``[0x688990C0]``.
+    """
+    z ^= z >> _V16
+    z *= _VMUL1
+    z ^= z >> _V15
+    z *= _VMUL2
+    z ^= z >> _V16
+    return z
+
+
+def as_uint64(values: torch.Tensor | np.ndarray) -> np.ndarray:
+    """Reinterpret int64 values as uint64 (two's complement), without copying when possible."""
+    array = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
+    return array.astype(np.int64, copy=False).view(np.uint64)
+
+
+@dataclass(frozen=True)
+class RowKeys:
+    """One 64-bit key per example, derived from ``(seed, epoch, example id)``.
+
+    ``keys`` is a ``(B,)`` uint64 array. ``bits(stream, positions)`` gives ``(B, N)`` uint64
+    random words, one per example and position; the same ``(seed, epoch, id, stream, position)``
+    always gives the same word.
+    """
+
+    keys: np.ndarray
+
+    @classmethod
+    def derive(cls, example_ids: torch.Tensor | np.ndarray, *, seed: int, epoch: int = 0) -> RowKeys:
+        """Keys for a batch of examples.
+
+        Args:
+            example_ids: ``(B,)`` integer ids (any int64 value; negative ids are allowed).
+            seed: the run's seed.
+            epoch: the epoch (dynamic masking) or ``epoch mod dupe_factor`` (static masking).
+        """
+        base = np.array([_mix_int(_mix_int(seed) + epoch * _GAMMA)], dtype=np.uint64)
+        ids = as_uint64(example_ids).reshape(-1)
+        keys = mix64(ids ^ base)
+        keys += _UGAMMA
+        return cls(keys=mix64(keys))
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    def take(self, rows: np.ndarray) -> RowKeys:
+        """The keys of a subset of rows, in the given order."""
+        return RowKeys(keys=self.keys[rows])
+
+    def bits(self, stream: Stream, positions: np.ndarray) -> np.ndarray:
+        """Random 64-bit words.
+
+        Args:
+            stream: which use the words are for.
+            positions: ``(N,)`` positions shared by every row, or ``(B, N)`` per row; int64 >= 0.
+
+        Returns:
+            ``(B, N)`` uint64.
+        """
+        return mix64(self._stream_keys(stream)[:, None] + _position_offsets(positions))
+
+    def bits32(self, stream: Stream, width: int) -> np.ndarray:
+        """32-bit random words for positions ``0..width-1`` of every row; ``(B, width)`` uint32.
+
+        The hot path of selection. Each row runs its own Weyl sequence (start and odd step
+        from its 64-bit key) through :func:`mix32`, so rows differ in both offset and step.
+        """
+        stream_keys = self._stream_keys(stream)
+        start = (stream_keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        step = (stream_keys >> np.uint64(32)).astype(np.uint32) | np.uint32(1)
+        counters = np.arange(1, width + 1, dtype=np.uint32)[None, :] * step[:, None]
+        counters += start[:, None]
+        return mix32(counters)
+
+    def bits_at(self, stream: Stream, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Random words at scattered ``(row, position)`` pairs; ``(N,)`` uint64.
+
+        ``bits_at(s, r, p)[k] == bits(s, all positions)[r[k], p[k]]``: the same numbers as
+        :meth:`bits`, computed only where needed.
+        """
+        return mix64(self._stream_keys(stream)[rows] + _position_offsets(positions))
+
+    def _stream_keys(self, stream: Stream) -> np.ndarray:
+        return self.keys ^ np.array([_mix_int(int(stream) * _GAMMA)], dtype=np.uint64)
+
+
+def _position_offsets(positions: np.ndarray) -> np.ndarray:
+    """``(position + 1) · γ`` in uint64: the counter offset of each position."""
+    offsets = np.asarray(positions).astype(np.uint64)
+    offsets += np.uint64(1)
+    offsets *= _UGAMMA
+    return offsets
+
+
+def unit_float(words: np.ndarray) -> np.ndarray:
+    """Uniform floats in ``[0, 1)`` from the top 53 bits of uint64 words."""
+    return (words >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def threshold32(probability: float) -> int:
+    """The integer ``t`` with ``P(x < t) = probability`` for uniform 32-bit ``x``, up to 2^-32."""
+    return int(round(probability * (1 << 32)))
+
+
+def content_ids(input_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A fallback example id: a hash of the example's tokens (ignoring padding).
+
+    Identical examples get identical ids, hence identical masks; any change to a token or to
+    the length changes the id.
+
+    Args:
+        input_ids: ``(B, T)`` int64.
+        lengths: ``(B,)`` number of real (non-padding) tokens per row.
+
+    Returns:
+        ``(B,)`` int64.
+    """
+    batch, width = input_ids.shape
+    words = as_uint64(input_ids) * _UMUL1
+    words += _position_offsets(np.arange(width))
+    words = mix64(words)
+    words[np.arange(width)[None, :] >= lengths[:, None]] = 0
+    summed = words.sum(axis=1, dtype=np.uint64)
+    summed ^= mix64(np.asarray(lengths).astype(np.uint64) + _UGAMMA)
+    return mix64(summed).view(np.int64)

@@ -1,0 +1,174 @@
+"""The whole masking pass on a padded batch: eligible → units → select → corrupt.
+
+Tensors in, tensors out (CPU int64); the work is vectorised numpy underneath. The result
+depends only on each row's tokens, word ids, example id, the seed and the epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tokenmask.masking import units as units_lib
+from tokenmask.masking.config import CorruptionConfig, SelectionConfig, UnitConfig
+from tokenmask.masking.corrupt import apply_outcomes, choose_outcomes, outcome_map
+from tokenmask.masking.keys import RowKeys, Stream
+from tokenmask.masking.select import select_tokens, select_units
+from tokenmask.masking.vocab import VocabTables
+
+
+@dataclass(frozen=True)
+class MaskedBatch:
+    """Output of :func:`mask_tokens`; all ``(B, T)``.
+
+    Attributes:
+        input_ids: corrupted inputs (int64).
+        labels: original ids at targets, -100 elsewhere (int64).
+        outcome: :class:`~tokenmask.masking.corrupt.Outcome` code per position (int8).
+    """
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    outcome: torch.Tensor
+
+
+def as_numpy(tensor: torch.Tensor | np.ndarray | None, dtype: type) -> np.ndarray | None:
+    """A numpy view (CPU tensors) or copy of ``tensor`` with ``dtype``; None stays None."""
+    if tensor is None:
+        return None
+    if isinstance(tensor, torch.Tensor):
+        tensor = tensor.detach().cpu().numpy()
+    return np.asarray(tensor).astype(dtype, copy=False)
+
+
+def eligible_positions(
+    input_ids: np.ndarray,
+    vocab: VocabTables,
+    *,
+    attention_mask: np.ndarray | None = None,
+    special_tokens_mask: np.ndarray | None = None,
+) -> np.ndarray:
+    """Positions that may become targets: not protected, not padding, not flagged special.
+
+    Returns ``(B, T)`` bool. Ids outside the vocabulary raise ``ValueError``.
+    """
+    if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= vocab.size):
+        raise ValueError(
+            f"input_ids must lie in [0, {vocab.size}) (the vocabulary); "
+            f"got values in [{input_ids.min()}, {input_ids.max()}]"
+        )
+    eligible = ~vocab.protected[input_ids]
+    if attention_mask is not None:
+        eligible &= attention_mask.astype(bool, copy=False)
+    if special_tokens_mask is not None:
+        eligible &= ~special_tokens_mask.astype(bool, copy=False)
+    return eligible
+
+
+def build_units(
+    unit_config: UnitConfig,
+    eligible: np.ndarray,
+    keys: RowKeys,
+    *,
+    word_ids: np.ndarray | None = None,
+    given_spans: np.ndarray | None = None,
+) -> np.ndarray:
+    """The ``(B, T)`` unit map of the configured strategy.
+
+    Raises:
+        ValueError: word ids missing for a word-based strategy, or spans missing for 'given'.
+    """
+    strategy = unit_config.strategy
+    if strategy == "token":
+        return units_lib.token_units(eligible)
+    if strategy == "given":
+        if given_spans is None:
+            raise ValueError("strategy 'given' needs given_spans ((B, S, 2) [start, end) offsets)")
+        return units_lib.given_units(given_spans, eligible)
+    if word_ids is None:
+        raise ValueError(f"strategy {strategy!r} needs word_ids ((B, T), -1 for special tokens)")
+    if word_ids.shape != eligible.shape:
+        raise ValueError(f"word_ids has shape {word_ids.shape}, input_ids {eligible.shape}")
+    words = units_lib.word_units(word_ids, eligible & (word_ids >= 0))
+    if strategy == "whole_word":
+        return words
+    if strategy == "span":
+        return units_lib.span_units(
+            words, keys, geometric_p=unit_config.span_geometric_p, max_words=unit_config.span_max_words
+        )
+    return units_lib.ngram_units(words, keys, max_n=unit_config.ngram_max_n)
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    *,
+    vocab: VocabTables,
+    example_ids: torch.Tensor,
+    seed: int,
+    epoch: int = 0,
+    unit_config: UnitConfig = UnitConfig(),
+    selection: SelectionConfig = SelectionConfig(),
+    corruption: CorruptionConfig = CorruptionConfig(),
+    attention_mask: torch.Tensor | None = None,
+    special_tokens_mask: torch.Tensor | None = None,
+    word_ids: torch.Tensor | None = None,
+    given_spans: torch.Tensor | None = None,
+) -> MaskedBatch:
+    """Select and corrupt MLM targets in a right-padded batch.
+
+    Args:
+        input_ids: ``(B, T)`` int64 token ids; not modified.
+        vocab: protected / replaceable lookup tables and the mask token.
+        example_ids: ``(B,)`` int64, one stable id per example (its randomness is keyed on it).
+        seed: run seed.
+        epoch: epoch for dynamic masking (``epoch % dupe_factor`` for static masking).
+        unit_config: masking unit (token, whole_word, span, ngram, given).
+        selection: rate, bernoulli/exact, min per sequence, max predictions.
+        corruption: mask / random / keep probabilities, per token or per unit.
+        attention_mask: ``(B, T)``, 0 on padding; padding is never selected.
+        special_tokens_mask: ``(B, T)``, 1 on positions never to select (beyond ``vocab``).
+        word_ids: ``(B, T)`` int64 word index per token, -1 on special tokens; needed by
+            whole_word, span and ngram.
+        given_spans: ``(B, S, 2)`` ``[start, end)`` spans for strategy 'given' (-1 padded).
+
+    Returns:
+        :class:`MaskedBatch` with corrupted ``input_ids``, ``labels``, ``outcome``, ``units``.
+
+    Example: ``mask_tokens(torch.tensor([[101, 7592, 2088, 102]]), vocab=tables,
+    example_ids=torch.tensor([0]), seed=0)`` selects at least one of the two middle tokens
+    (``min_masks_per_sequence=1``) and never 101 or 102 when they are protected.
+    """
+    ids = as_numpy(input_ids, np.int64)
+    if ids is None or ids.ndim != 2:
+        raise ValueError(f"input_ids must be a (batch, length) tensor; got shape {tuple(input_ids.shape)}")
+    eligible = eligible_positions(
+        ids,
+        vocab,
+        attention_mask=as_numpy(attention_mask, bool),
+        special_tokens_mask=as_numpy(special_tokens_mask, bool),
+    )
+    keys = RowKeys.derive(as_numpy(example_ids, np.int64), seed=seed, epoch=epoch)
+    if len(keys) != ids.shape[0]:
+        raise ValueError(f"example_ids has {len(keys)} entries for {ids.shape[0]} rows")
+    select_keys = keys.bits32(Stream.SELECT, ids.shape[1])
+    if unit_config.strategy == "token":
+        units = None
+        targets = select_tokens(eligible, select_keys, selection)
+    else:
+        units = build_units(
+            unit_config,
+            eligible,
+            keys,
+            word_ids=as_numpy(word_ids, np.int64),
+            given_spans=as_numpy(given_spans, np.int64),
+        )
+        targets = select_units(units, select_keys, selection)
+    flat, codes = choose_outcomes(targets, keys, corruption, units)
+    inputs, labels = apply_outcomes(ids, flat, codes, keys, vocab)
+    return MaskedBatch(
+        input_ids=torch.from_numpy(inputs),
+        labels=torch.from_numpy(labels),
+        outcome=torch.from_numpy(outcome_map(ids.shape, flat, codes)),
+    )

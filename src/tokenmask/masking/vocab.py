@@ -1,0 +1,100 @@
+"""Vocabulary lookup tables for masking: which ids are protected, which may be drawn.
+
+Built once (from a tokenizer by :func:`tokenmask.data.vocab.tables_from_tokenizer`, or by
+hand from ids); masking then does array lookups, never per-row Python calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class VocabTables:
+    """Lookup tables over a vocabulary of ``V`` ids.
+
+    Attributes:
+        mask_token_id: id that replaces a masked target.
+        protected: ``(V,)`` bool; True for ids that are never selected (special, added special,
+            padding and user-given ids).
+        replaceable: ``(R,)`` int64 sorted ids that a random replacement may draw (no
+            protected ids, no ``[unused*]`` placeholders).
+        replace_cdf: ``(R,)`` float64 cumulative distribution over ``replaceable`` for
+            frequency-weighted draws, or None for uniform draws.
+    """
+
+    mask_token_id: int
+    protected: np.ndarray
+    replaceable: np.ndarray
+    replace_cdf: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        size = self.protected.shape[0]
+        if not 0 <= self.mask_token_id < size:
+            raise ValueError(f"mask_token_id {self.mask_token_id} is outside the vocabulary (size {size})")
+        if self.replaceable.size == 0:
+            raise ValueError("the vocabulary has no replaceable (non-special) ids")
+        if self.protected[self.replaceable].any():
+            raise ValueError("replaceable ids must not include protected ids")
+        if self.replace_cdf is not None and self.replace_cdf.shape != self.replaceable.shape:
+            raise ValueError("replace_cdf must have one entry per replaceable id")
+
+    @property
+    def size(self) -> int:
+        """Number of ids ``V``."""
+        return int(self.protected.shape[0])
+
+    @classmethod
+    def from_ids(
+        cls,
+        vocab_size: int,
+        *,
+        mask_token_id: int,
+        protected_ids: list[int] | np.ndarray,
+        excluded_from_replacement: list[int] | np.ndarray = (),
+        replace_counts: np.ndarray | None = None,
+    ) -> VocabTables:
+        """Tables from plain ids.
+
+        Args:
+            vocab_size: number of ids.
+            mask_token_id: the mask token (protected automatically).
+            protected_ids: ids never selected and never drawn.
+            excluded_from_replacement: further ids never drawn (e.g. ``[unused*]``).
+            replace_counts: ``(V,)`` unigram counts; random replacements are then drawn in
+                proportion to them (ids with count 0 are never drawn). None = uniform.
+
+        ``from_ids(6, mask_token_id=3, protected_ids=[0, 1])`` protects 0, 1, 3 and draws
+        replacements uniformly from ``[2, 4, 5]``.
+        """
+        protected = np.zeros(vocab_size, dtype=bool)
+        protected[np.asarray(protected_ids, dtype=np.int64)] = True
+        protected[mask_token_id] = True
+        drawable = ~protected
+        drawable[np.asarray(excluded_from_replacement, dtype=np.int64)] = False
+        cdf = None
+        if replace_counts is not None:
+            counts = np.asarray(replace_counts, dtype=np.float64)
+            if counts.shape != (vocab_size,) or np.any(counts < 0):
+                raise ValueError(f"replace_counts must be {vocab_size} non-negative numbers")
+            drawable &= counts > 0
+            weights = counts[drawable]
+            if weights.size:
+                cdf = np.cumsum(weights) / weights.sum()
+                cdf[-1] = 1.0
+        return cls(
+            mask_token_id=mask_token_id,
+            protected=protected,
+            replaceable=np.flatnonzero(drawable).astype(np.int64),
+            replace_cdf=cdf,
+        )
+
+    def draw(self, uniform: np.ndarray) -> np.ndarray:
+        """Replacement ids for uniform draws in ``[0, 1)``; same shape, int64."""
+        if self.replace_cdf is None:
+            index = (uniform * self.replaceable.size).astype(np.int64)
+        else:
+            index = np.searchsorted(self.replace_cdf, uniform, side="right")
+        return self.replaceable[np.minimum(index, self.replaceable.size - 1)]

@@ -1,0 +1,99 @@
+"""Terminal and JSON views of masked examples and masking audits (rich)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tokenmask.audit import Estimate, MaskingAudit
+from tokenmask.data.collator import MaskingCollator
+from tokenmask.data.encode import encode_texts
+from tokenmask.masking import Outcome
+
+OUTCOME_NAMES = {Outcome.NONE: "none", Outcome.MASK: "mask", Outcome.RANDOM: "random", Outcome.KEEP: "keep"}
+_STYLES = {"mask": "bold white on red", "random": "bold black on yellow", "keep": "bold black on green"}
+
+
+def masked_examples(texts: Sequence[str], collator: MaskingCollator, *, max_length: int) -> list[dict[str, Any]]:
+    """Mask ``texts`` (ids 0, 1, …) and describe each: tokens before and after, outcome per token."""
+    tokenizer = collator.tokenizer
+    batch, masked = collator.mask(encode_texts(texts, tokenizer, max_length=max_length))
+    examples = []
+    for row, text in enumerate(texts):
+        length = int(batch.lengths[row])
+        original = batch.input_ids[row, :length].tolist()
+        corrupted = masked.input_ids[row, :length].tolist()
+        examples.append(
+            {
+                "text": text,
+                "tokens": tokenizer.convert_ids_to_tokens(original),
+                "inputs": tokenizer.convert_ids_to_tokens(corrupted),
+                "outcomes": [OUTCOME_NAMES[Outcome(o)] for o in masked.outcome[row, :length].tolist()],
+                "labels": masked.labels[row, :length].tolist(),
+            }
+        )
+    return examples
+
+
+def print_masked(examples: Sequence[dict[str, Any]], console: Console | None = None) -> None:
+    """Original and corrupted tokens aligned in columns, targets coloured by outcome."""
+    console = console or Console(highlight=False)
+    legend = Text("targets: ")
+    for name, style in _STYLES.items():
+        legend.append(f" {name} ", style=style)
+        legend.append(" ")
+    console.print(legend)
+    counts = {name: 0 for name in _STYLES}
+    for example in examples:
+        console.print()
+        original, corrupted = Text("  original  "), Text("  input     ")
+        for token, new, outcome in zip(example["tokens"], example["inputs"], example["outcomes"]):
+            width = max(len(token), len(new))
+            style = _STYLES.get(outcome, "")
+            original.append(token.ljust(width), style="underline" if style else "")
+            corrupted.append(new.ljust(width), style=style)
+            original.append(" ")
+            corrupted.append(" ")
+            if outcome in counts:
+                counts[outcome] += 1
+        console.print(original, overflow="fold")
+        console.print(corrupted, overflow="fold")
+    total = sum(counts.values())
+    tokens = sum(len(e["tokens"]) for e in examples)
+    console.print(
+        f"\n{total} targets in {tokens} tokens: "
+        + ", ".join(f"{n} {name}" for name, n in counts.items())
+    )
+
+
+def _estimate_row(estimate: Estimate) -> list[str]:
+    low, high = estimate.interval
+    expected = "" if estimate.expected is None else f"{estimate.expected:.4f}"
+    verdict = {True: "[green]ok[/]", False: "[red]outside[/]", None: ""}[estimate.consistent]
+    return [estimate.name, f"{estimate.count:,} / {estimate.total:,}", f"{estimate.rate:.4f}", f"[{low:.4f}, {high:.4f}]", expected, verdict]
+
+
+def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
+    """Tables of rates and unit lengths with 99% intervals; the must-be-zero counts."""
+    console = console or Console(highlight=False)
+    console.print(f"{audit.sequences:,} sequences, {audit.tokens:,} tokens, {audit.eligible:,} eligible, {audit.targets:,} targets")
+    columns = ["measure", "count", "observed", "99% interval", "configured", ""]
+    table = Table(*columns, title="selection and corruption")
+    for estimate in audit.estimates():
+        table.add_row(*_estimate_row(estimate))
+    console.print(table)
+    lengths = Table(*columns, title=f"lengths of selected units ({audit.unit_length_kind})")
+    for estimate in audit.length_estimates():
+        lengths.add_row(*_estimate_row(estimate))
+    console.print(lengths)
+    for label, value in (("special tokens selected", audit.special_targets), ("protected ids drawn as random replacements", audit.protected_draws)):
+        mark = "[green]ok[/]" if value == 0 else "[red]ERROR[/]"
+        console.print(f"{label}: {value} (must be 0) {mark}")
+    console.print(
+        "[dim]min_masks_per_sequence raises the selected share on short sequences; "
+        "truncated units at sequence ends shorten span lengths.[/]"
+    )
