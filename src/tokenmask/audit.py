@@ -74,10 +74,10 @@ class MaskingAudit:
     def estimates(self) -> list[Estimate]:
         """Selection rate and the mask / random / keep split, against the configuration."""
         return [
-            Estimate("selected / eligible", self.targets, self.eligible, self.expected.get("rate")),
-            Estimate("mask / targets", self.outcomes[Outcome.MASK], self.targets, self.expected.get("mask")),
-            Estimate("random / targets", self.outcomes[Outcome.RANDOM], self.targets, self.expected.get("random")),
-            Estimate("keep / targets", self.outcomes[Outcome.KEEP], self.targets, self.expected.get("keep")),
+            Estimate("selected", self.targets, self.eligible, self.expected.get("rate")),
+            Estimate("mask", self.outcomes[Outcome.MASK], self.targets, self.expected.get("mask")),
+            Estimate("random", self.outcomes[Outcome.RANDOM], self.targets, self.expected.get("random")),
+            Estimate("keep", self.outcomes[Outcome.KEEP], self.targets, self.expected.get("keep")),
         ]
 
     def length_estimates(self) -> list[Estimate]:

@@ -74,22 +74,24 @@ def _estimate_row(estimate: Estimate) -> list[str]:
     low, high = estimate.interval
     expected = "" if estimate.expected is None else f"{estimate.expected:.4f}"
     verdict = {True: "[green]ok[/]", False: "[red]outside[/]", None: ""}[estimate.consistent]
-    return [estimate.name, f"{estimate.count:,} / {estimate.total:,}", f"{estimate.rate:.4f}", f"[{low:.4f}, {high:.4f}]", expected, verdict]
+    return [estimate.name, f"{estimate.count:,}", f"{estimate.rate:.4f}", f"{low:.4f}–{high:.4f}", expected, verdict]
 
 
 def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
     """Tables of rates and unit lengths with 99% intervals; the must-be-zero counts."""
     console = console or Console(highlight=False)
     console.print(f"{audit.sequences:,} sequences, {audit.tokens:,} tokens, {audit.eligible:,} eligible, {audit.targets:,} targets")
-    columns = ["measure", "count", "observed", "99% interval", "configured", ""]
-    table = Table(*columns, title="selection and corruption")
-    for estimate in audit.estimates():
-        table.add_row(*_estimate_row(estimate))
-    console.print(table)
-    lengths = Table(*columns, title=f"lengths of selected units ({audit.unit_length_kind})")
-    for estimate in audit.length_estimates():
-        lengths.add_row(*_estimate_row(estimate))
-    console.print(lengths)
+    sections = (
+        ("selection (of eligible tokens) and corruption (of targets)", audit.estimates()),
+        (f"lengths of selected units, in {audit.unit_length_kind}", audit.length_estimates()),
+    )
+    for title, estimates in sections:
+        table = Table(title=title)
+        for column in ("measure", "count", "share", "99% interval", "configured", "check"):
+            table.add_column(column, no_wrap=True)
+        for estimate in estimates:
+            table.add_row(*_estimate_row(estimate))
+        console.print(table)
     for label, value in (("special tokens selected", audit.special_targets), ("protected ids drawn as random replacements", audit.protected_draws)):
         mark = "[green]ok[/]" if value == 0 else "[red]ERROR[/]"
         console.print(f"{label}: {value} (must be 0) {mark}")

@@ -120,6 +120,7 @@ class MaskingAugmenter:
             pad_to_multiple_of=self.pad_to_multiple_of,
             consumed=CONSUMED_KEYS | {"labels", "protected_spans"},
             sequence_fills={"token_type_ids": int(getattr(self.tokenizer, "pad_token_type_id", 0))},
+            with_word_ids=self.unit_config.needs_words,
         )
         width = batch.input_ids.shape[1]
         input_ids = torch.from_numpy(batch.input_ids)

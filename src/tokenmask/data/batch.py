@@ -7,7 +7,6 @@ rounded up to ``pad_to_multiple_of``), done with one flat copy instead of a loop
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,46 +19,40 @@ from tokenmask.masking import content_ids
 Feature = Mapping[str, Any]
 
 
-def _row_array(row: Any) -> np.ndarray | None:
-    if isinstance(row, torch.Tensor):
-        return row.detach().cpu().numpy().reshape(-1)
-    if isinstance(row, np.ndarray):
-        return row.reshape(-1)
-    return None
-
-
 def row_lengths(rows: Sequence[Any]) -> np.ndarray:
     """``(B,)`` int64 lengths of the rows."""
     return np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
 
 
+def _as_row(row: Any) -> Any:
+    if isinstance(row, torch.Tensor):
+        return row.detach().cpu().numpy().reshape(-1)
+    return row
+
+
 def pad_rows(rows: Sequence[Any], lengths: np.ndarray, width: int, fill: int) -> np.ndarray:
-    """Right-pad ``rows`` into a ``(B, width)`` int64 array filled with ``fill``.
+    """Right-pad ``rows`` (lists, arrays or tensors) into a ``(B, width)`` int64 array.
+
+    One slice assignment per row: numpy converts each list in C, faster than one flat
+    ``fromiter`` plus a masked scatter.
 
     ``pad_rows([[5, 6, 7], [8]], np.array([3, 1]), 4, 0)  ->  [[5, 6, 7, 0], [8, 0, 0, 0]]``
     """
-    total = int(lengths.sum())
-    arrays = [_row_array(r) for r in rows]
-    if all(a is not None for a in arrays):
-        flat = np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.zeros(0, np.int64)
-    else:
-        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=total)
     out = np.full((len(rows), width), fill, dtype=np.int64)
-    out[np.arange(width)[None, :] < lengths[:, None]] = flat
+    for i, (row, n) in enumerate(zip(rows, lengths.tolist())):
+        out[i, :n] = _as_row(row)
     return out
 
 
 def pad_word_ids(rows: Sequence[Any], lengths: np.ndarray, width: int) -> np.ndarray:
     """Like :func:`pad_rows` for word ids, where ``None`` (special token) becomes -1."""
-    if all(_row_array(r) is not None for r in rows):
-        return pad_rows(rows, lengths, width, -1)
-    flat = np.fromiter(
-        (-1 if w is None else w for w in itertools.chain.from_iterable(rows)),
-        dtype=np.int64,
-        count=int(lengths.sum()),
-    )
     out = np.full((len(rows), width), -1, dtype=np.int64)
-    out[np.arange(width)[None, :] < lengths[:, None]] = flat
+    for i, (row, n) in enumerate(zip(rows, lengths.tolist())):
+        try:
+            out[i, :n] = _as_row(row)
+        except TypeError:  # None inside: numpy reads it as NaN in a float array
+            values = np.array(row, dtype=np.float64)
+            out[i, :n] = np.where(np.isnan(values), -1, values)
     return out
 
 
@@ -145,8 +138,9 @@ def pad_examples(
     pad_to_multiple_of: int | None = None,
     consumed: frozenset[str] = CONSUMED_KEYS,
     sequence_fills: Mapping[str, int] | None = None,
+    with_word_ids: bool = True,
 ) -> PaddedBatch:
-    """Pad a list of examples.
+    """Pad a list of examples; ``word_ids`` only when ``with_word_ids`` (they cost a copy).
 
     Raises:
         ValueError: empty batch, missing ``input_ids``, ragged companion columns.
@@ -173,7 +167,7 @@ def pad_examples(
 
     attention = companion("attention_mask")
     special = companion("special_tokens_mask")
-    words = companion("word_ids")
+    words = companion("word_ids") if with_word_ids else None
     real = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
     return PaddedBatch(
         input_ids=input_ids,

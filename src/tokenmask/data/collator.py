@@ -169,6 +169,7 @@ class MaskingCollator:
             pad_to_multiple_of=self.pad_to_multiple_of,
             consumed=CONSUMED_KEYS | {"given_spans"},
             sequence_fills={"token_type_ids": int(getattr(self.tokenizer, "pad_token_type_id", 0))},
+            with_word_ids=self.unit_config.needs_words,
         )
         word_ids = batch.word_ids
         if self.unit_config.needs_words and word_ids is None:
@@ -190,7 +191,7 @@ class MaskingCollator:
             word_ids=None if word_ids is None else torch.from_numpy(word_ids),
             given_spans=None if given is None else torch.from_numpy(given),
         )
-        if not bool((masked.labels != IGNORE_INDEX).any()) and not eligible_positions(
+        if not (masked.labels.numpy() != IGNORE_INDEX).any() and not eligible_positions(
             batch.input_ids,
             self.vocab,
             attention_mask=batch.attention_mask,

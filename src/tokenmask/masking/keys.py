@@ -7,6 +7,7 @@ number of workers or what was drawn before. Streams keep independent uses apart.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -17,17 +18,15 @@ _MASK64 = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: the SplitMix64 increment
 _MUL1 = 0xBF58476D1CE4E5B9
 _MUL2 = 0x94D049BB133111EB
-_U27, _U30, _U31 = np.uint64(27), np.uint64(30), np.uint64(31)
-_UMUL1, _UMUL2, _UGAMMA = np.uint64(_MUL1), np.uint64(_MUL2), np.uint64(_GAMMA)
 
 
 class Stream(IntEnum):
     """Independent random streams; each use of randomness has its own."""
 
-    SELECT = 1  # 32-bit selection key of every token (see RowKeys.bits32)
-    CHOICE = 2  # mask / random / keep decision of a target
-    REPLACE = 3  # which replacement token a random-replaced target gets
-    UNIT_LENGTH = 4  # span / n-gram lengths
+    SELECT = 1  # 32-bit selection key of every token (RowKeys.bits32)
+    CHOICE = 2  # mask / random / keep decision of a target (RowKeys.bits32_at)
+    REPLACE = 3  # which replacement token a random-replaced target gets (RowKeys.bits32_at)
+    UNIT_LENGTH = 4  # span / n-gram lengths (RowKeys.bits, 64-bit)
 
 
 def _mix_int(z: int) -> int:
@@ -45,16 +44,14 @@ def mix64(z: np.ndarray) -> np.ndarray:
     is ``[0]``, ``mix64(np.array([1], np.uint64))`` is ``[0x5692161d100b05e5]``. Array
     arithmetic on uint64 wraps modulo 2^64 without warnings (unlike numpy scalars).
     """
-    z = z ^ (z >> _U30)
-    z *= _UMUL1
-    z ^= z >> _U27
-    z *= _UMUL2
-    z ^= z >> _U31
+    z = z ^ (z >> 30)
+    z *= _MUL1
+    z ^= z >> 27
+    z *= _MUL2
+    z ^= z >> 31
     return z
 
 
-_V15, _V16 = np.uint32(15), np.uint32(16)
-_VMUL1, _VMUL2 = np.uint32(0x7FEB352D), np.uint32(0x846CA68B)
 
 
 def mix32(z: np.ndarray) -> np.ndarray:
@@ -64,11 +61,11 @@ def mix32(z: np.ndarray) -> np.ndarray:
     CPU because 32-bit multiplies vectorise. ``mix32(np.array([1], np.uint32))`` is
     ``[0x688990C0]``.
     """
-    z ^= z >> _V16
-    z *= _VMUL1
-    z ^= z >> _V15
-    z *= _VMUL2
-    z ^= z >> _V16
+    z ^= z >> 16
+    z *= 0x7FEB352D
+    z ^= z >> 15
+    z *= 0x846CA68B
+    z ^= z >> 16
     return z
 
 
@@ -98,11 +95,11 @@ class RowKeys:
             seed: the run's seed.
             epoch: the epoch (dynamic masking) or ``epoch mod dupe_factor`` (static masking).
         """
-        base = np.array([_mix_int(_mix_int(seed) + epoch * _GAMMA)], dtype=np.uint64)
-        ids = as_uint64(example_ids).reshape(-1)
-        keys = mix64(ids ^ base)
-        keys += _UGAMMA
-        return cls(keys=mix64(keys))
+        # SplitMix64: the id-th output of the stream seeded by (seed, epoch).
+        base = _mix_int(_mix_int(seed) + epoch * _GAMMA)
+        counters = as_uint64(example_ids).reshape(-1) * _GAMMA
+        counters += base
+        return cls(keys=mix64(counters))
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
@@ -127,14 +124,32 @@ class RowKeys:
         """32-bit random words for positions ``0..width-1`` of every row; ``(B, width)`` uint32.
 
         The hot path of selection. Each row runs its own Weyl sequence (start and odd step
-        from its 64-bit key) through :func:`mix32`, so rows differ in both offset and step.
+        from its 64-bit key) through :func:`mix32`; stream ``s`` reads the sequence from index
+        ``s · 2^24`` on, so streams never share a counter within a row.
         """
-        stream_keys = self._stream_keys(stream)
-        start = (stream_keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        step = (stream_keys >> np.uint64(32)).astype(np.uint32) | np.uint32(1)
-        counters = np.arange(1, width + 1, dtype=np.uint32)[None, :] * step[:, None]
+        start, step = self._weyl32
+        counters = np.arange(_stream_base(stream), _stream_base(stream) + width, dtype=np.uint32)
+        counters = counters[None, :] * step[:, None]
         counters += start[:, None]
         return mix32(counters)
+
+    def bits32_at(self, stream: Stream, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """:meth:`bits32` at scattered ``(row, position)`` pairs only; ``(N,)`` uint32.
+
+        ``bits32_at(s, r, p)[k] == bits32(s, width)[r[k], p[k]]``.
+        """
+        start, step = self._weyl32
+        counters = (positions + _stream_base(stream)).astype(np.uint32)
+        counters *= step[rows]
+        counters += start[rows]
+        return mix32(counters)
+
+    @functools.cached_property
+    def _weyl32(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-row start and odd step of the 32-bit Weyl sequences (low / high key halves)."""
+        start = (self.keys & 0xFFFFFFFF).astype(np.uint32)
+        step = (self.keys >> 32).astype(np.uint32) | 1
+        return start, step
 
     def bits_at(self, stream: Stream, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Random words at scattered ``(row, position)`` pairs; ``(N,)`` uint64.
@@ -145,20 +160,26 @@ class RowKeys:
         return mix64(self._stream_keys(stream)[rows] + _position_offsets(positions))
 
     def _stream_keys(self, stream: Stream) -> np.ndarray:
+        """64-bit streams: the row keys xor a per-stream constant."""
         return self.keys ^ np.array([_mix_int(int(stream) * _GAMMA)], dtype=np.uint64)
+
+
+def _stream_base(stream: Stream) -> int:
+    """First Weyl index of a 32-bit stream: ``stream · 2^24 + 1`` (positions < 2^24)."""
+    return (int(stream) << 24) + 1
 
 
 def _position_offsets(positions: np.ndarray) -> np.ndarray:
     """``(position + 1) · γ`` in uint64: the counter offset of each position."""
     offsets = np.asarray(positions).astype(np.uint64)
-    offsets += np.uint64(1)
-    offsets *= _UGAMMA
+    offsets += 1
+    offsets *= _GAMMA
     return offsets
 
 
 def unit_float(words: np.ndarray) -> np.ndarray:
     """Uniform floats in ``[0, 1)`` from the top 53 bits of uint64 words."""
-    return (words >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    return (words >> 11).astype(np.float64) * (1.0 / (1 << 53))
 
 
 def threshold32(probability: float) -> int:
@@ -180,10 +201,10 @@ def content_ids(input_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         ``(B,)`` int64.
     """
     batch, width = input_ids.shape
-    words = as_uint64(input_ids) * _UMUL1
+    words = as_uint64(input_ids) * _MUL1
     words += _position_offsets(np.arange(width))
     words = mix64(words)
     words[np.arange(width)[None, :] >= lengths[:, None]] = 0
     summed = words.sum(axis=1, dtype=np.uint64)
-    summed ^= mix64(np.asarray(lengths).astype(np.uint64) + _UGAMMA)
+    summed ^= mix64(np.asarray(lengths).astype(np.uint64) + _GAMMA)
     return mix64(summed).view(np.int64)

@@ -6,6 +6,7 @@ depends only on each row's tokens, word ids, example id, the seed and the epoch.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,12 +27,20 @@ class MaskedBatch:
     Attributes:
         input_ids: corrupted inputs (int64).
         labels: original ids at targets, -100 elsewhere (int64).
-        outcome: :class:`~tokenmask.masking.corrupt.Outcome` code per position (int8).
+        target_index: flat (row-major) positions of the targets, ``(N,)`` int64.
+        target_outcome: their :class:`~tokenmask.masking.corrupt.Outcome` codes, ``(N,)`` int8.
     """
 
     input_ids: torch.Tensor
     labels: torch.Tensor
-    outcome: torch.Tensor
+    target_index: np.ndarray
+    target_outcome: np.ndarray
+
+    @functools.cached_property
+    def outcome(self) -> torch.Tensor:
+        """:class:`~tokenmask.masking.corrupt.Outcome` code per position, ``(B, T)`` int8."""
+        shape = tuple(self.input_ids.shape)
+        return torch.from_numpy(outcome_map(shape, self.target_index, self.target_outcome))
 
 
 def as_numpy(tensor: torch.Tensor | np.ndarray | None, dtype: type) -> np.ndarray | None:
@@ -59,11 +68,12 @@ def eligible_positions(
             f"input_ids must lie in [0, {vocab.size}) (the vocabulary); "
             f"got values in [{input_ids.min()}, {input_ids.max()}]"
         )
-    eligible = ~vocab.protected[input_ids]
+    blocked = vocab.protected.take(input_ids)
+    if special_tokens_mask is not None:
+        blocked |= special_tokens_mask.astype(bool, copy=False)
+    eligible = ~blocked
     if attention_mask is not None:
         eligible &= attention_mask.astype(bool, copy=False)
-    if special_tokens_mask is not None:
-        eligible &= ~special_tokens_mask.astype(bool, copy=False)
     return eligible
 
 
@@ -154,8 +164,17 @@ def mask_tokens(
         raise ValueError(f"example_ids has {len(keys)} entries for {ids.shape[0]} rows")
     select_keys = keys.bits32(Stream.SELECT, ids.shape[1])
     if unit_config.strategy == "token":
-        units = None
         targets = select_tokens(eligible, select_keys, selection)
+        flat, codes = choose_outcomes(
+            targets,
+            keys,
+            corruption,
+            # reusing the keys is exact for plain Bernoulli (+ floor), not under exact or a cap
+            select_keys=select_keys
+            if selection.mode == "bernoulli" and selection.max_predictions is None
+            else None,
+            probability=selection.mlm_probability,
+        )
     else:
         units = build_units(
             unit_config,
@@ -165,10 +184,11 @@ def mask_tokens(
             given_spans=as_numpy(given_spans, np.int64),
         )
         targets = select_units(units, select_keys, selection)
-    flat, codes = choose_outcomes(targets, keys, corruption, units)
+        flat, codes = choose_outcomes(targets, keys, corruption, units)
     inputs, labels = apply_outcomes(ids, flat, codes, keys, vocab)
     return MaskedBatch(
         input_ids=torch.from_numpy(inputs),
         labels=torch.from_numpy(labels),
-        outcome=torch.from_numpy(outcome_map(ids.shape, flat, codes)),
+        target_index=flat,
+        target_outcome=codes,
     )

@@ -69,8 +69,13 @@ class VocabTables:
         ``from_ids(6, mask_token_id=3, protected_ids=[0, 1])`` protects 0, 1, 3 and draws
         replacements uniformly from ``[2, 4, 5]``.
         """
+        if not 0 <= mask_token_id < vocab_size:
+            raise ValueError(f"mask_token_id {mask_token_id} is outside the vocabulary (size {vocab_size})")
+        protected_ids = np.asarray(protected_ids, dtype=np.int64)
+        if protected_ids.size and (protected_ids.min() < 0 or protected_ids.max() >= vocab_size):
+            raise ValueError(f"protected ids must lie in [0, {vocab_size}) (the vocabulary)")
         protected = np.zeros(vocab_size, dtype=bool)
-        protected[np.asarray(protected_ids, dtype=np.int64)] = True
+        protected[protected_ids] = True
         protected[mask_token_id] = True
         drawable = ~protected
         drawable[np.asarray(excluded_from_replacement, dtype=np.int64)] = False

@@ -1,0 +1,42 @@
+"""The masking audit: Wilson intervals, and an audit of the real corpus against the configuration."""
+
+import pytest
+
+from tokenmask import MaskingCollator
+from tokenmask.audit import Estimate, audit_masking, expected_unit_lengths
+from tokenmask.data.blocks import pack_texts
+from tokenmask.data.resources import shakespeare_scenes
+from tokenmask.masking import UnitConfig
+
+
+def test_wilson_interval_hand_worked():
+    # p = 0.5, n = 100, z = 2.5758, z^2 = 6.6349: centre = (0.5 + z^2/200) / (1 + z^2/100) = 0.5;
+    # half-width = z * sqrt(0.0025 + z^2/40000) / 1.066349 = 2.5758 * 0.051630 / 1.066349 = 0.12472.
+    low, high = Estimate("x", 50, 100).interval
+    assert low == pytest.approx(0.37528, abs=1e-4) and high == pytest.approx(0.62472, abs=1e-4)
+    assert Estimate("x", 0, 10).interval[0] == 0.0
+    assert Estimate("x", 5, 10, expected=0.5).consistent is True
+    assert Estimate("x", 99, 100, expected=0.5).consistent is False
+
+
+def test_expected_span_lengths_sum_to_one():
+    kind, dist = expected_unit_lengths(UnitConfig(strategy="span"))
+    assert kind == "words" and sum(dist.values()) == pytest.approx(1.0) and dist[1] == pytest.approx(0.2)
+    _, ngram = expected_unit_lengths(UnitConfig(strategy="ngram"))
+    assert ngram == pytest.approx({1: 6 / 11, 2: 3 / 11, 3: 2 / 11})
+
+
+@pytest.mark.parametrize("strategy", ["token", "whole_word", "ngram"])
+def test_audit_of_shakespeare_matches_the_configuration(bert_tokenizer, strategy):
+    # ~10^5 tokens in 128-token blocks; the audit's own 99% intervals must contain the
+    # configured rates (each check fails by chance with probability 1%; seeds are fixed).
+    collator = MaskingCollator(bert_tokenizer, strategy=strategy, seed=0)
+    blocks = pack_texts(shakespeare_scenes()[:80], bert_tokenizer, block_length=128)
+    audit = audit_masking(blocks, collator, batch_size=128, max_tokens=100_000)
+    assert audit.tokens >= 100_000
+    assert audit.special_targets == 0 and audit.protected_draws == 0
+    for estimate in audit.estimates():
+        assert estimate.consistent, (estimate.name, estimate.rate, estimate.interval)
+    if strategy == "ngram":
+        for estimate in audit.length_estimates():
+            assert estimate.consistent, (estimate.name, estimate.rate, estimate.interval)

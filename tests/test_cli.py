@@ -1,0 +1,84 @@
+"""The command line: demo, JSON output, statistics, and clean errors (exit code 2)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tokenmask.cli import main
+
+
+def test_mask_demo_on_the_bundled_text(capsys):
+    assert main(["mask", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "original" in out and "[MASK]" in out and "targets in" in out
+
+
+def test_mask_json_is_consistent(capsys):
+    assert main(["mask", "To be, or not to be, that is the question", "--json", "--strategy", "whole_word", "--mlm-probability", "0.4"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["settings"]["strategy"] == "whole_word"
+    (example,) = data["examples"]
+    assert example["tokens"][0] == "[CLS]" and example["tokens"][-1] == "[SEP]"
+    for token, new, outcome, label in zip(example["tokens"], example["inputs"], example["outcomes"], example["labels"]):
+        assert (label == -100) == (outcome == "none")
+        if outcome == "mask":
+            assert new == "[MASK]"
+        if outcome in ("none", "keep"):
+            assert new == token
+
+
+def test_mask_a_file_with_another_tokenizer(tmp_path, capsys):
+    path = tmp_path / "in.txt"
+    path.write_text("Now is the winter of our discontent\nMade glorious summer by this sun of York\n", encoding="utf-8")
+    assert main(["mask", "--file", str(path), "--tokenizer", "roberta-gpt2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["examples"]) == 2 and data["examples"][0]["tokens"][0] == "<s>"
+
+
+def test_stats_json_reports_rates_with_intervals(capsys):
+    assert main(["stats", "--max-tokens", "30000", "--strategy", "span", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["special_tokens_hit"] == 0 and data["protected_ids_drawn"] == 0
+    assert data["tokens"] >= 30000
+    rate = data["rates"][0]
+    assert rate["name"] == "selected" and rate["ci99"][0] <= rate["rate"] <= rate["ci99"][1]
+    assert abs(rate["rate"] - 0.15) < 0.02
+    assert data["unit_length_kind"] == "words" and len(data["unit_lengths"]) == 10
+
+
+def test_stats_table(capsys, tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps({"body": f"line number {i} of a small corpus"}) for i in range(200)), encoding="utf-8")
+    assert main(["stats", str(corpus), "--text-field", "body", "--no-pack"]) == 0
+    out = capsys.readouterr().out
+    assert "selected" in out and "0.1" in out and "special tokens selected: 0" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["mask", "x", "--mlm-probability", "1.5"], "mlm_probability must be in (0, 1]"),
+        (["mask", "x", "--mask-replace-prob", "0.9", "--random-replace-prob", "0.3"], "must be <= 1"),
+        (["mask", "x", "--tokenizer", "/no/such/tokenizer"], "neither a folder nor a built-in name"),
+        (["mask", "--file", "/no/such/file.txt"], "no such file"),
+        (["stats", "/no/such/corpus"], "no such file"),
+        (["mask", "x", "--file", "y.txt"], "not both"),
+    ],
+)
+def test_errors_exit_2_with_one_clear_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_console_script_errors_without_traceback():
+    result = subprocess.run(
+        [sys.executable, "-m", "tokenmask.cli", "mask", "hello", "--strategy", "nonsense"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "invalid choice" in result.stderr and "Traceback" not in result.stderr
+    result = subprocess.run([sys.executable, "-m", "tokenmask.cli", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "stats" in result.stdout
