@@ -26,17 +26,20 @@ def test_expected_span_lengths_sum_to_one():
     assert ngram == pytest.approx({1: 6 / 11, 2: 3 / 11, 3: 2 / 11})
 
 
-@pytest.mark.parametrize("strategy", ["token", "whole_word", "ngram"])
-def test_audit_of_shakespeare_matches_the_configuration(bert_tokenizer, strategy):
-    # ~10^5 tokens in 128-token blocks; the audit's own 99% intervals must contain the
-    # configured rates (each check fails by chance with probability 1%; seeds are fixed).
+@pytest.mark.parametrize(
+    "strategy, tokens, checked",
+    [("token", 100_000, 5), ("whole_word", 100_000, 4), ("ngram", 100_000, 7), ("span", 400_000, 14)],
+)
+def test_audit_of_shakespeare_matches_the_configuration(bert_tokenizer, strategy, tokens, checked):
+    # 10^5 tokens (4 * 10^5 for spans, to get ~10^4 spans) in 128-token blocks; the audit's
+    # own 99% intervals must contain the configured rates, split and unit-length shares
+    # (each check fails by chance with probability 1%; the seed is fixed).
     collator = MaskingCollator(bert_tokenizer, strategy=strategy, seed=0)
-    blocks = pack_texts(shakespeare_scenes()[:80], bert_tokenizer, block_length=128)
-    audit = audit_masking(blocks, collator, batch_size=128, max_tokens=100_000)
-    assert audit.tokens >= 100_000
+    blocks = pack_texts(shakespeare_scenes(), bert_tokenizer, block_length=128)
+    audit = audit_masking(blocks, collator, batch_size=256, max_tokens=tokens)
+    assert audit.tokens >= tokens
     assert audit.special_targets == 0 and audit.protected_draws == 0
-    for estimate in audit.estimates():
-        assert estimate.consistent, (estimate.name, estimate.rate, estimate.interval)
-    if strategy == "ngram":
-        for estimate in audit.length_estimates():
-            assert estimate.consistent, (estimate.name, estimate.rate, estimate.interval)
+    estimates = [e for e in audit.estimates() + audit.length_estimates() if e.expected is not None]
+    assert len(estimates) == checked
+    for estimate in estimates:
+        assert estimate.consistent, (estimate.name, estimate.rate, estimate.interval, estimate.expected)

@@ -44,7 +44,9 @@ class Estimate:
         p = self.count / n
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)
         half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return (max(0.0, centre - half), min(1.0, centre + half))
+        low = 0.0 if self.count == 0 else max(0.0, centre - half)
+        high = 1.0 if self.count == n else min(1.0, centre + half)
+        return (low, high)
 
     @property
     def consistent(self) -> bool | None:
@@ -63,18 +65,31 @@ class MaskingAudit:
     tokens: int = 0
     eligible: int = 0
     targets: int = 0
+    units: int = 0
+    selected_units: int = 0
     outcomes: Counter = field(default_factory=Counter)
     special_targets: int = 0
     protected_draws: int = 0
     unit_lengths: Counter = field(default_factory=Counter)
     unit_length_kind: str = "tokens"
     expected_lengths: dict[int, float] = field(default_factory=dict)
-    expected: dict[str, float] = field(default_factory=dict)
+    expected: dict[str, Any] = field(default_factory=dict)
 
     def estimates(self) -> list[Estimate]:
-        """Selection rate and the mask / random / keep split, against the configuration."""
-        return [
-            Estimate("selected", self.targets, self.eligible, self.expected.get("rate")),
+        """Selection rate and the mask / random / keep split, against the configuration.
+
+        For multi-token units the tokens of a unit are chosen together, so a token-level
+        interval would be too narrow: the check is then on the share of units selected
+        (Bernoulli mode), and the token share is shown without one.
+        """
+        selection = []
+        if self.units:
+            unit_rate = self.expected.get("rate") if self.expected.get("mode") == "bernoulli" else None
+            selection.append(Estimate("selected units", self.selected_units, self.units, unit_rate))
+            selection.append(Estimate("selected tokens", self.targets, self.eligible))
+        else:
+            selection.append(Estimate("selected", self.targets, self.eligible, self.expected.get("rate")))
+        return selection + [
             Estimate("mask", self.outcomes[Outcome.MASK], self.targets, self.expected.get("mask")),
             Estimate("random", self.outcomes[Outcome.RANDOM], self.targets, self.expected.get("random")),
             Estimate("keep", self.outcomes[Outcome.KEEP], self.targets, self.expected.get("keep")),
@@ -107,6 +122,8 @@ class MaskingAudit:
             "tokens": self.tokens,
             "eligible": self.eligible,
             "targets": self.targets,
+            "units": self.units,
+            "selected_units": self.selected_units,
             "special_tokens_hit": self.special_targets,
             "protected_ids_drawn": self.protected_draws,
             "rates": [row(e) for e in self.estimates()],
@@ -173,6 +190,7 @@ def audit_masking(
         expected_lengths=expected_lengths,
         expected={
             "rate": selection.mlm_probability,
+            "mode": selection.mode,
             "mask": corruption.mask_replace_prob,
             "random": corruption.random_replace_prob,
             "keep": corruption.keep_prob,
@@ -206,21 +224,50 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch, masked) 
     drawn = masked.input_ids.numpy()[outcome == Outcome.RANDOM]
     audit.protected_draws += int(collator.vocab.protected[drawn].sum())
 
-    # Unit lengths of the selected units: rebuild the unit map (a pure function of the keys).
+    # Units: rebuild the unit map (a pure function of the keys) to count and measure them.
     config = collator.unit_config
-    keys = RowKeys.derive(batch.example_ids, seed=collator.seed, epoch=collator.epoch)
-    word_ids = batch.word_ids
-    units = build_units(config, eligible, keys, word_ids=word_ids) if config.strategy != "given" else None
-    if units is None:
+    if config.strategy in ("token", "given"):
+        audit.unit_lengths[1] += int(targets.sum()) if config.strategy == "token" else 0
         return
-    if audit.unit_length_kind == "words" and word_ids is not None:
-        words = build_units(UnitConfig(strategy="whole_word"), eligible, keys, word_ids=word_ids)
-        weight = unit_starts(words)  # count words
-    else:
-        weight = units >= 0  # count tokens
-    selected_starts = unit_starts(units) & targets
-    width = units.shape[1]
-    flat = (np.arange(units.shape[0])[:, None] * width + np.maximum(units, 0))
-    sizes = np.bincount(flat[weight & (units >= 0)], minlength=flat.size)
-    chosen = flat[selected_starts]
-    audit.unit_lengths.update(Counter(sizes[chosen].tolist()))
+    keys = RowKeys.derive(batch.example_ids, seed=collator.seed, epoch=collator.epoch)
+    units = build_units(config, eligible, keys, word_ids=batch.word_ids)
+    starts = unit_starts(units)
+    audit.units += int(starts.sum())
+    audit.selected_units += int((starts & targets).sum())
+    words = build_units(UnitConfig(strategy="whole_word"), eligible, keys, word_ids=batch.word_ids)
+    _count_unit_lengths(audit, units, unit_starts(words), starts & targets, _longest_unit(config))
+
+
+def _longest_unit(config: UnitConfig) -> int | None:
+    return {"span": config.span_max_words, "ngram": config.ngram_max_n}.get(config.strategy)
+
+
+def _count_unit_lengths(
+    audit: MaskingAudit,
+    units: np.ndarray,
+    word_starts: np.ndarray,
+    chosen_starts: np.ndarray,
+    longest: int | None,
+) -> None:
+    """Add the lengths (in words) of the chosen units to the histogram.
+
+    A unit that reaches a block end or a separator may have been cut there, and long units
+    are cut more often; a unit right after a separator inside a block is the rest of a cut
+    one. So when a longest length is configured, only units that start at least ``longest``
+    words before the next boundary, and not just after a separator, are counted: whether a
+    unit is counted then does not depend on its own length, which keeps the histogram unbiased.
+    """
+    batch, width = units.shape
+    flat = np.arange(batch)[:, None] * width + np.maximum(units, 0)
+    sizes = np.bincount(flat[word_starts & (units >= 0)], minlength=flat.size)
+    chosen = chosen_starts
+    if longest is not None:
+        words_before = np.cumsum(word_starts, axis=1)  # word starts in [0, t]
+        boundary = np.where(units < 0, np.arange(width)[None, :], width)
+        next_boundary = np.minimum.accumulate(boundary[:, ::-1], axis=1)[:, ::-1]  # (B, T)
+        padded = np.concatenate([words_before, words_before[:, -1:]], axis=1)
+        words_left = np.take_along_axis(padded, next_boundary, axis=1) - words_before + 1
+        after_separator = np.zeros_like(chosen)
+        after_separator[:, 1:] = (units[:, :-1] < 0) & (np.cumsum(units >= 0, axis=1)[:, :-1] > 0)
+        chosen = chosen & (words_left >= longest) & ~after_separator
+    audit.unit_lengths.update(Counter(sizes[flat[chosen]].tolist()))

@@ -17,7 +17,8 @@ from tokenmask.masking.config import STRATEGIES, CorruptionConfig, SelectionConf
 
 # Dataclass field -> (flag name, MaskingCollator keyword) where they differ from the field name.
 _RENAMED = {"mode": ("selection", "selection"), "per_unit": ("corrupt-per-unit", "corrupt_per_unit")}
-_CHOICES = {"strategy": STRATEGIES, "mode": ("bernoulli", "exact")}
+# 'given' needs spans in each example, which only the Python API can pass.
+_CHOICES = {"strategy": tuple(x for x in STRATEGIES if x != "given"), "mode": ("bernoulli", "exact")}
 
 
 def _add_masking_arguments(parser: argparse.ArgumentParser) -> None:

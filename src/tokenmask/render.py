@@ -40,34 +40,55 @@ def masked_examples(texts: Sequence[str], collator: MaskingCollator, *, max_leng
 
 
 def print_masked(examples: Sequence[dict[str, Any]], console: Console | None = None) -> None:
-    """Original and corrupted tokens aligned in columns, targets coloured by outcome."""
+    """Original and corrupted tokens aligned in columns, targets coloured by outcome.
+
+    Long examples wrap in aligned pairs of lines. Without colour (a pipe, ``NO_COLOR``), a
+    third line marks targets: ``M`` mask, ``R`` random, ``K`` keep.
+    """
     console = console or Console(highlight=False)
+    plain = console.no_color or not console.is_terminal
     legend = Text("targets: ")
     for name, style in _STYLES.items():
         legend.append(f" {name} ", style=style)
         legend.append(" ")
-    console.print(legend)
+    console.print(legend if not plain else "targets marked below the input: M mask, R random, K keep")
     counts = {name: 0 for name in _STYLES}
+    room = max(20, console.width - 12)
     for example in examples:
         console.print()
-        original, corrupted = Text("  original  "), Text("  input     ")
-        for token, new, outcome in zip(example["tokens"], example["inputs"], example["outcomes"]):
-            width = max(len(token), len(new))
-            style = _STYLES.get(outcome, "")
-            original.append(token.ljust(width), style="underline" if style else "")
-            corrupted.append(new.ljust(width), style=style)
-            original.append(" ")
-            corrupted.append(" ")
-            if outcome in counts:
-                counts[outcome] += 1
-        console.print(original, overflow="fold")
-        console.print(corrupted, overflow="fold")
+        cells = list(zip(example["tokens"], example["inputs"], example["outcomes"]))
+        line: list[tuple[str, str, str]] = []
+        used = 0
+        for cell in cells + [None]:
+            width = 0 if cell is None else max(len(cell[0]), len(cell[1])) + 1
+            if cell is None or (line and used + width > room):
+                _print_pair(console, line, plain)
+                line, used = [], 0
+            if cell is not None:
+                line.append(cell)
+                used += width
+                if cell[2] in counts:
+                    counts[cell[2]] += 1
     total = sum(counts.values())
     tokens = sum(len(e["tokens"]) for e in examples)
     console.print(
-        f"\n{total} targets in {tokens} tokens: "
-        + ", ".join(f"{n} {name}" for name, n in counts.items())
+        f"\n{total} targets in {tokens} tokens: " + ", ".join(f"{n} {name}" for name, n in counts.items())
     )
+
+
+def _print_pair(console: Console, cells: list[tuple[str, str, str]], plain: bool) -> None:
+    original, corrupted, marks = Text("  original  "), Text("  input     "), Text("            ")
+    for token, new, outcome in cells:
+        width = max(len(token), len(new))
+        style = _STYLES.get(outcome, "")
+        original.append(token.ljust(width) + " ", style="underline" if style else "")
+        corrupted.append(new.ljust(width), style=style)
+        corrupted.append(" ")
+        marks.append((outcome[0].upper() if style else "").ljust(width + 1))
+    console.print(original, no_wrap=True, overflow="ignore")
+    console.print(corrupted, no_wrap=True, overflow="ignore")
+    if plain:
+        console.print(marks, no_wrap=True, overflow="ignore")
 
 
 def _estimate_row(estimate: Estimate) -> list[str]:
@@ -96,6 +117,6 @@ def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
         mark = "[green]ok[/]" if value == 0 else "[red]ERROR[/]"
         console.print(f"{label}: {value} (must be 0) {mark}")
     console.print(
-        "[dim]min_masks_per_sequence raises the selected share on short sequences; "
-        "truncated units at sequence ends shorten span lengths.[/]"
+        "[dim]Lengths leave out units cut by a block end or separator. min_masks_per_sequence "
+        "raises the selected share on short sequences.[/]"
     )

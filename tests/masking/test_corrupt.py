@@ -5,7 +5,7 @@ import pytest
 
 from tokenmask.masking import IGNORE_INDEX, CorruptionConfig, Outcome, VocabTables
 from tokenmask.masking.corrupt import apply_outcomes, choose_outcomes, outcome_map
-from tokenmask.masking.keys import RowKeys
+from tokenmask.masking.keys import RowKeys, Stream
 from tokenmask.masking.units import word_units
 
 VOCAB = VocabTables.from_ids(200, mask_token_id=103, protected_ids=[0, 101, 102], excluded_from_replacement=[1, 2])
@@ -54,8 +54,8 @@ def test_frequency_weighted_replacements():
 def test_outcome_split_on_1e5_targets(mask_p, random_p):
     # 10^5 targets; each share has sd <= sqrt(.25/1e5) = 0.0016; band = 5 sd.
     targets = np.ones((200, 500), dtype=bool)
-    keys = RowKeys.derive(np.arange(200), seed=3)
-    flat, codes = choose_outcomes(targets, keys, CorruptionConfig(mask_replace_prob=mask_p, random_replace_prob=random_p))
+    bits = RowKeys.derive(np.arange(200), seed=3).bits(Stream.SELECT, np.arange(500))
+    flat, codes = choose_outcomes(targets, bits, CorruptionConfig(mask_replace_prob=mask_p, random_replace_prob=random_p))
     assert flat.size == targets.size
     for outcome, expected in ((Outcome.MASK, mask_p), (Outcome.RANDOM, random_p), (Outcome.KEEP, 1 - mask_p - random_p)):
         assert abs(np.mean(codes == outcome) - expected) < 5 * 0.0016
@@ -64,8 +64,8 @@ def test_outcome_split_on_1e5_targets(mask_p, random_p):
 def test_per_unit_choice_is_shared_by_the_unit():
     word_ids = np.repeat(np.arange(100), 3)[None, :].repeat(20, 0)  # words of 3 tokens
     units = word_units(word_ids, np.ones_like(word_ids, dtype=bool))
-    keys = RowKeys.derive(np.arange(20), seed=4)
-    flat, codes = choose_outcomes(np.ones_like(units, dtype=bool), keys, CorruptionConfig(per_unit=True), units)
+    bits = RowKeys.derive(np.arange(20), seed=4).bits(Stream.SELECT, np.arange(300))
+    flat, codes = choose_outcomes(np.ones_like(units, dtype=bool), bits, CorruptionConfig(per_unit=True), units)
     dense = outcome_map(units.shape, flat, codes).reshape(20, 100, 3)
     assert (dense == dense[..., :1]).all()
     assert len(np.unique(dense)) == 3  # all three outcomes occur across 2,000 units

@@ -6,6 +6,7 @@ import pytest
 from tokenmask.masking.keys import RowKeys
 from tokenmask.masking.units import (
     first_positions,
+    spread_from_starts,
     geometric_lengths,
     given_units,
     group_words,
@@ -36,6 +37,12 @@ def test_unit_starts_and_first_positions():
     assert unit_starts(units).tolist() == [[F, T, F, T, F, F, T]]
     first = first_positions(units, unit_starts(units))
     assert first[0, [1, 2, 3, 5, 6]].tolist() == [1, 1, 3, 3, 6]
+
+
+def test_spread_from_starts():
+    values = np.array([[F, T, F, F, F]])
+    starts = np.array([[T, T, F, T, F]])
+    assert spread_from_starts(values, starts).tolist() == [[F, T, T, F, F]]
 
 
 def test_group_words_cuts_consecutive_groups_and_at_breaks():

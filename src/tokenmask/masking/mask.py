@@ -15,7 +15,7 @@ import torch
 from tokenmask.masking import units as units_lib
 from tokenmask.masking.config import CorruptionConfig, SelectionConfig, UnitConfig
 from tokenmask.masking.corrupt import apply_outcomes, choose_outcomes, outcome_map
-from tokenmask.masking.keys import RowKeys, Stream
+from tokenmask.masking.keys import RowKeys, Stream, low32
 from tokenmask.masking.select import select_tokens, select_units
 from tokenmask.masking.vocab import VocabTables
 
@@ -162,19 +162,11 @@ def mask_tokens(
     keys = RowKeys.derive(as_numpy(example_ids, np.int64), seed=seed, epoch=epoch)
     if len(keys) != ids.shape[0]:
         raise ValueError(f"example_ids has {len(keys)} entries for {ids.shape[0]} rows")
-    select_keys = keys.bits32(Stream.SELECT, ids.shape[1])
+    select_bits = keys.bits(Stream.SELECT, np.arange(ids.shape[1]))  # (B, T) uint64
+    select_keys = low32(select_bits)
+    units = None
     if unit_config.strategy == "token":
         targets = select_tokens(eligible, select_keys, selection)
-        flat, codes = choose_outcomes(
-            targets,
-            keys,
-            corruption,
-            # reusing the keys is exact for plain Bernoulli (+ floor), not under exact or a cap
-            select_keys=select_keys
-            if selection.mode == "bernoulli" and selection.max_predictions is None
-            else None,
-            probability=selection.mlm_probability,
-        )
     else:
         units = build_units(
             unit_config,
@@ -184,7 +176,7 @@ def mask_tokens(
             given_spans=as_numpy(given_spans, np.int64),
         )
         targets = select_units(units, select_keys, selection)
-        flat, codes = choose_outcomes(targets, keys, corruption, units)
+    flat, codes = choose_outcomes(targets, select_bits, corruption, units)
     inputs, labels = apply_outcomes(ids, flat, codes, keys, vocab)
     return MaskedBatch(
         input_ids=torch.from_numpy(inputs),

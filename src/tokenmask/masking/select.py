@@ -12,7 +12,7 @@ import numpy as np
 
 from tokenmask.masking.config import SelectionConfig
 from tokenmask.masking.keys import threshold32
-from tokenmask.masking.units import first_positions, token_units, unit_starts
+from tokenmask.masking.units import spread_from_starts, token_units, unit_starts
 
 _NO_KEY = np.int64(1 << 40)  # sorts after every 32-bit key
 
@@ -46,9 +46,8 @@ def select_units(
 
     Args:
         units: ``(B, T)`` unit map (-1 where not eligible), see :mod:`tokenmask.masking.units`.
-        select_keys: ``(B, T)`` uint32 words of the ``SELECT`` stream
-            (:meth:`~tokenmask.masking.keys.RowKeys.bits32`); the word at a unit's first
-            token is that unit's key.
+        select_keys: ``(B, T)`` uint32 keys, the low halves of the ``SELECT`` words; the
+            key at a unit's first token is that unit's key.
         selection: rate, mode, floor and cap.
 
     Returns:
@@ -63,14 +62,15 @@ def select_units(
     if selection.mode == "exact":
         return _select_prefix(units, keys, starts, selection)
 
-    is_unit = units >= 0
-    unit_key = np.take_along_axis(keys, first_positions(units, starts), axis=1)  # (B, T)
-    targets = is_unit & (unit_key < threshold32(selection.mlm_probability))
-    n_units = starts.sum(axis=1)
-    n_selected = (targets & starts).sum(axis=1)
-    needs_fix = n_selected < np.minimum(selection.min_masks_per_sequence, n_units)
+    chosen_starts = starts & (keys < threshold32(selection.mlm_probability))
+    targets = spread_from_starts(chosen_starts, starts)
+    targets &= units >= 0
+    n_selected = np.count_nonzero(chosen_starts, axis=1)
+    needs_fix = n_selected < selection.min_masks_per_sequence
+    if needs_fix.any():  # rows with too few: only those that have enough units to take
+        needs_fix &= n_selected < np.count_nonzero(starts, axis=1)
     if selection.max_predictions is not None:
-        needs_fix |= targets.sum(axis=1) > selection.max_predictions
+        needs_fix |= np.count_nonzero(targets, axis=1) > selection.max_predictions
     rows = np.flatnonzero(needs_fix)
     if rows.size:
         targets[rows] = _select_prefix(units[rows], keys[rows], starts[rows], selection)

@@ -33,13 +33,12 @@ def word_units(word_ids: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     ``->  [[-1, 0, 0, 1, 2, 2, -1]]``; with ``word_ids = [[-1, 0, 0, 0, 1, 1, -1]]``
     ``->  [[-1, 0, 0, 0, 1, 1, -1]]``.
     """
-    previous_word = np.empty_like(word_ids)
-    previous_word[:, 0] = NO_UNIT
-    previous_word[:, 1:] = word_ids[:, :-1]
-    previous_eligible = np.zeros_like(eligible)
-    previous_eligible[:, 1:] = eligible[:, :-1]
-    starts = eligible & (~previous_eligible | (word_ids != previous_word))
-    return np.where(eligible, np.cumsum(starts, axis=1) - 1, NO_UNIT)
+    starts = eligible.copy()
+    starts[:, 1:] &= ~eligible[:, :-1] | (word_ids[:, 1:] != word_ids[:, :-1])
+    units = np.cumsum(starts, axis=1)
+    units -= 1
+    units[~eligible] = NO_UNIT
+    return units
 
 
 def unit_starts(units: np.ndarray) -> np.ndarray:
@@ -49,6 +48,18 @@ def unit_starts(units: np.ndarray) -> np.ndarray:
     previous[:, 0] = NO_UNIT
     previous[:, 1:] = running[:, :-1]
     return units > previous
+
+
+def spread_from_starts(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Copy a boolean from each unit's first token to all its tokens (a forward fill).
+
+    ``values`` and ``starts`` are ``(B, T)`` bool; only ``values`` at starts are read.
+    Positions outside units get the value of the last unit before them: mask them out.
+    ``values = [[F, T, F, F, F]]``, ``starts = [[T, T, F, T, F]]``  ->  ``[[F, T, T, F, F]]``
+    """
+    width = values.shape[1]
+    encoded = np.where(starts, np.arange(width)[None, :] * 2 + values, 0)  # position, value
+    return (np.maximum.accumulate(encoded, axis=1) & 1).astype(bool)
 
 
 def first_positions(units: np.ndarray, starts: np.ndarray) -> np.ndarray:
