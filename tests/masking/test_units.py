@@ -6,13 +6,13 @@ import pytest
 from tokenmask.masking.keys import RowKeys
 from tokenmask.masking.units import (
     first_positions,
-    spread_from_starts,
     geometric_lengths,
     given_units,
     group_words,
     ngram_lengths,
     ngram_units,
     span_units,
+    spread_from_starts,
     token_units,
     unit_starts,
     word_units,

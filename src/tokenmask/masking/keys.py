@@ -52,8 +52,6 @@ def mix64(z: np.ndarray) -> np.ndarray:
     return z
 
 
-
-
 def as_uint64(values: torch.Tensor | np.ndarray) -> np.ndarray:
     """Reinterpret int64 values as uint64 (two's complement), without copying when possible."""
     array = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
@@ -88,10 +86,6 @@ class RowKeys:
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
-
-    def take(self, rows: np.ndarray) -> RowKeys:
-        """The keys of a subset of rows, in the given order."""
-        return RowKeys(keys=self.keys[rows])
 
     def bits(self, stream: Stream, positions: np.ndarray) -> np.ndarray:
         """Random 64-bit words.
