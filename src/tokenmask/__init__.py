@@ -1,40 +1,34 @@
-"""tokenmask: correct, fast, deterministic token masking for masked-language-model training."""
+"""tokenmask: correct, fast, deterministic token masking for masked-language-model training.
 
-from tokenmask.masking import (
-    IGNORE_INDEX,
-    CorruptionConfig,
-    MaskedBatch,
-    Outcome,
-    SelectionConfig,
-    UnitConfig,
-    VocabTables,
-    mask_tokens,
-)
+The public names below are imported on first use: ``import tokenmask`` (and
+``tokenmask --help``) stays instant, and torch / transformers load only when needed.
+"""
 
-__all__ = [
-    "IGNORE_INDEX",
-    "CorruptionConfig",
-    "MaskedBatch",
-    "MaskingAugmenter",
-    "MaskingCollator",
-    "Outcome",
-    "SelectionConfig",
-    "UnitConfig",
-    "VocabTables",
-    "augment_text",
-    "mask_tokens",
-]
+import importlib
+
+_EXPORTS = {
+    "IGNORE_INDEX": "tokenmask.masking.config",
+    "CorruptionConfig": "tokenmask.masking.config",
+    "SelectionConfig": "tokenmask.masking.config",
+    "UnitConfig": "tokenmask.masking.config",
+    "Outcome": "tokenmask.masking.corrupt",
+    "MaskedBatch": "tokenmask.masking.mask",
+    "mask_tokens": "tokenmask.masking.mask",
+    "VocabTables": "tokenmask.masking.vocab",
+    "MaskingCollator": "tokenmask.data.collator",
+    "MaskingAugmenter": "tokenmask.data.augment",
+    "augment_text": "tokenmask.data.augment",
+    "MaskingCallback": "tokenmask.data.trainer",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
-    # The collators need transformers; import them only when asked, so that importing
-    # tokenmask (and `tokenmask --help`) stays light.
-    if name == "MaskingCollator":
-        from tokenmask.data.collator import MaskingCollator
-
-        return MaskingCollator
-    if name in ("MaskingAugmenter", "augment_text"):
-        from tokenmask.data import augment
-
-        return getattr(augment, name)
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'tokenmask' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

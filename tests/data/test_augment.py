@@ -108,3 +108,44 @@ def test_augment_text_word_unit_masks_whole_words(bert_tokenizer):
     for out in outs:
         for word in out.split():
             assert word == "[MASK]" or word in text.split()
+
+
+def test_multi_label_soft_and_string_labels_pass_unchanged(bert_tokenizer, lines):
+    augmenter = MaskingAugmenter(bert_tokenizer, rate=0.3)
+    soft = [{**bert_tokenizer(t), "labels": [0.7, 0.2, 0.1]} for t in lines[:3]]
+    assert torch.allclose(augmenter(soft)["labels"], torch.tensor([[0.7, 0.2, 0.1]] * 3))
+    multi = [{**bert_tokenizer(t), "labels": [1, 0, 1, 1]} for t in lines[:3]]
+    assert augmenter(multi)["labels"].tolist() == [[1, 0, 1, 1]] * 3
+    named = [{**bert_tokenizer(t), "labels": "fresh"} for t in lines[:2]]
+    assert augmenter(named)["labels"] == ["fresh", "fresh"]
+
+
+def test_whole_word_augmentation_without_word_ids(bert_tokenizer):
+    features = [{**bert_tokenizer("unbelievable extraordinary circumstances"), "labels": 0, "id": i} for i in range(30)]
+    batch = MaskingAugmenter(bert_tokenizer, rate=0.5, strategy="whole_word")(features)
+    tokens = bert_tokenizer.convert_ids_to_tokens(features[0]["input_ids"])
+    pieces = [i for i, t in enumerate(tokens) if t.startswith("##")]
+    for row in range(30):
+        masked = (batch["input_ids"][row] == bert_tokenizer.mask_token_id).tolist()
+        for i in pieces:  # a continuation piece is masked exactly when the piece before it is
+            assert masked[i] == masked[i - 1]
+
+
+def test_left_padding_is_honoured(bert_tokenizer, lines):
+    tokenizer = bert_tokenizer.__class__.from_pretrained(bert_tokenizer.name_or_path)
+    tokenizer.padding_side = "left"
+    features = [{**tokenizer(t), "labels": list(range(len(tokenizer(t)["input_ids"])))} for t in lines[:3]]
+    batch = MaskingAugmenter(tokenizer, rate=0.0)(features)
+    for row, feature in enumerate(features):
+        n = len(feature["input_ids"])
+        assert batch["input_ids"][row, -n:].tolist() == feature["input_ids"]
+        assert batch["labels"][row, -n:].tolist() == feature["labels"]
+        assert (batch["labels"][row, :-n] == -100).all() and not batch["attention_mask"][row, :-n].any()
+
+
+def test_protected_spans_are_checked_and_epochs_validated(bert_tokenizer):
+    augmenter = MaskingAugmenter(bert_tokenizer, rate=0.5)
+    with pytest.raises(ValueError, match="outside it"):
+        augmenter([{"input_ids": [101, 2000, 102], "protected_spans": [[1, 9]], "labels": 0}])
+    with pytest.raises(ValueError, match="epoch"):
+        augmenter.set_epoch(-1)

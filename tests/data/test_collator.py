@@ -232,3 +232,76 @@ def test_works_as_trainer_data_collator(bert_tokenizer, sample):
     trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=MaskingCollator(bert_tokenizer, seed=0))
     result = trainer.train()
     assert np.isfinite(result.training_loss)
+
+
+def test_empty_rows_and_zero_width_batches_are_refused(bert_tokenizer):
+    collator = MaskingCollator(bert_tokenizer)
+    with pytest.raises(ValueError, match="no maskable token"):
+        collator([{"input_ids": []}, {"input_ids": []}])
+
+
+def test_floor_wins_over_a_cap_smaller_than_every_unit(bert_tokenizer):
+    # every word of "unparalleled tragedies" has 3-4 pieces; the cap of 1 token cannot hold one
+    features = encode_texts(["unparalleled tragedies"], bert_tokenizer)
+    labels = MaskingCollator(bert_tokenizer, strategy="whole_word", max_predictions=1, seed=0)(features)["labels"]
+    assert (labels != IGNORE_INDEX).sum() >= 3
+
+
+def test_given_spans_are_checked_against_their_own_example(bert_tokenizer):
+    collator = MaskingCollator(bert_tokenizer, strategy="given")
+    short = {"input_ids": [101, 2000, 2001, 102], "given_spans": [[1, 6]], "id": 0}
+    long = {"input_ids": [101] + [2000] * 10 + [102], "given_spans": [[1, 2]], "id": 1}
+    for batch in ([short], [short, long], [long, short]):
+        with pytest.raises(ValueError, match="outside it"):
+            collator(batch)
+    with pytest.raises(ValueError, match="outside it"):
+        collator([{**long, "given_spans": [[-3, 2]]}])
+    with pytest.raises(ValueError, match="no given span"):
+        collator([{**long, "given_spans": []}])
+    with pytest.raises(ValueError, match="given_spans"):
+        collator([{"input_ids": [101, 2000, 102]}])
+
+
+def test_keys_present_in_some_examples_only_are_refused(bert_tokenizer):
+    collator = MaskingCollator(bert_tokenizer)
+    with pytest.raises(ValueError, match="some examples have a 'id'"):
+        collator([{"input_ids": [101, 2000, 102]}, {"input_ids": [101, 2001, 102], "id": 3}])
+    with pytest.raises(ValueError, match="some examples have a 'attention_mask'"):
+        collator([{"input_ids": [101, 2000, 102]}, {"input_ids": [101, 2001, 102], "attention_mask": [1, 1, 1]}])
+
+
+def test_padding_without_a_pad_token_is_refused(roberta_tokenizer):
+    from tokenmask.data.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer("roberta-gpt2")
+    tokenizer.pad_token = None
+    collator = MaskingCollator(tokenizer, seed=0)
+    same_length = encode_texts(["to be or not", "that is the question"], tokenizer)
+    assert collator([same_length[0], same_length[0]])["input_ids"].shape[0] == 2
+    with pytest.raises(ValueError, match="no pad token"):
+        collator(encode_texts(["to be", "that is the question of it all"], tokenizer))
+
+
+def test_hugging_face_keywords(bert_tokenizer, sample):
+    features = encode_texts(sample[:8], bert_tokenizer)
+    by_flag = MaskingCollator(bert_tokenizer, whole_word_mask=True, seed=3)(features)
+    by_strategy = MaskingCollator(bert_tokenizer, strategy="whole_word", seed=3)(features)
+    assert torch.equal(by_flag["labels"], by_strategy["labels"])
+    with pytest.raises(ValueError, match="mlm=True"):
+        MaskingCollator(bert_tokenizer, mlm=False)
+    with pytest.raises(ValueError, match="return_tensors"):
+        MaskingCollator(bert_tokenizer, return_tensors="np")
+    with pytest.raises(ValueError, match="conflicts"):
+        MaskingCollator(bert_tokenizer, whole_word_mask=True, strategy="span")
+
+
+def test_set_epoch_reaches_dataloader_workers(bert_tokenizer, sample):
+    features = encode_texts(sample[:24], bert_tokenizer)
+    collator = MaskingCollator(bert_tokenizer, seed=2)
+    collator.set_epoch(1)
+    expected = collator(features)["labels"]
+    loader = torch.utils.data.DataLoader(features, batch_size=24, collate_fn=collator, num_workers=2)
+    (batch,) = list(loader)
+    assert torch.equal(batch["labels"], expected)
+    collator.set_epoch(0)
+    assert not torch.equal(collator(features)["labels"], expected)

@@ -71,7 +71,7 @@ def pad(rows, width):
     return torch.from_numpy(ids), torch.from_numpy(words), torch.from_numpy(attention), torch.from_numpy(spans)
 
 
-def run(rows, example_ids, width, strategy, **selection):
+def run(rows, example_ids, width, strategy, per_unit=False, **selection):
     ids, words, attention, spans = pad(rows, width)
     before = ids.clone()
     out = mask_tokens(
@@ -82,7 +82,7 @@ def run(rows, example_ids, width, strategy, **selection):
         epoch=1,
         unit_config=UnitConfig(strategy=strategy),
         selection=SelectionConfig(mlm_probability=0.3, **selection),
-        corruption=CorruptionConfig(),
+        corruption=CorruptionConfig(per_unit=per_unit),
         attention_mask=attention,
         word_ids=words,
         given_spans=spans,
@@ -96,10 +96,18 @@ common = settings(max_examples=60, deadline=None, suppress_health_check=[HealthC
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @common
-@given(batch=batches(), mode=st.sampled_from(["bernoulli", "exact"]))
-def test_labels_targets_and_protection(strategy, batch, mode):
+@given(
+    batch=batches(),
+    mode=st.sampled_from(["bernoulli", "exact"]),
+    floor=st.sampled_from([0, 1, 2]),
+    cap=st.sampled_from([None, 1, 3, 8]),
+    per_unit=st.booleans(),
+)
+def test_labels_targets_and_protection(strategy, batch, mode, floor, cap, per_unit):
     rows, example_ids, width = batch
-    ids, attention, out = run(rows, example_ids, width, strategy, mode=mode)
+    ids, attention, out = run(
+        rows, example_ids, width, strategy, per_unit=per_unit, mode=mode, min_masks_per_sequence=floor, max_predictions=cap
+    )
     outcome, labels, inputs = out.outcome, out.labels, out.input_ids
     targets = outcome != Outcome.NONE
     # labels: the original id exactly at targets, IGNORE_INDEX elsewhere
@@ -114,13 +122,18 @@ def test_labels_targets_and_protection(strategy, batch, mode):
     assert torch.equal(inputs[outcome == Outcome.KEEP], ids[outcome == Outcome.KEEP])
     drawn = inputs[outcome == Outcome.RANDOM]
     assert not torch.from_numpy(VOCAB.protected)[drawn].any() and not (drawn == 5).any()
-    # every row with an eligible unit has a target (min_masks_per_sequence = 1)
+    # with a floor, every row with an eligible unit has a target (the floor wins over the cap)
     eligible_rows = ((~protected) & (attention == 1)).any(dim=1)
     if strategy == "given":
         eligible_rows = torch.tensor(
             [any(not VOCAB.protected[r[0][a:b]].all() for a, b in r[2]) for r in rows]
         )
-    assert torch.equal(targets.any(dim=1), eligible_rows)
+    if floor > 0:
+        assert torch.equal(targets.any(dim=1), eligible_rows)
+    else:
+        assert not (targets.any(dim=1) & ~eligible_rows).any()
+        if cap is not None:
+            assert (targets.sum(dim=1) <= cap).all()
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -141,7 +154,7 @@ def test_mask_of_an_example_ignores_batch_composition_and_padding(strategy, batc
 
 @common
 @given(batch=batches())
-def test_same_key_same_output_new_epoch_new_mask(batch):
+def test_same_key_same_output(batch):
     rows, example_ids, width = batch
     ids, words, attention, _ = pad(rows, width)
     kwargs = dict(vocab=VOCAB, example_ids=torch.tensor(example_ids), seed=3, attention_mask=attention)

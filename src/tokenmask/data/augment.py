@@ -14,8 +14,17 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.data.batch import CONSUMED_KEYS, Feature, pad_examples, pad_rows, row_lengths
-from tokenmask.data.vocab import tables_from_tokenizer, word_ids_from_decoder
+from tokenmask.data.batch import (
+    CONSUMED_KEYS,
+    Feature,
+    column,
+    left_pad,
+    pad_examples,
+    pad_rows,
+    row_lengths,
+    spans_to_array,
+)
+from tokenmask.data.vocab import cached_tables, tables_from_tokenizer, word_ids_from_decoder
 from tokenmask.masking import (
     IGNORE_INDEX,
     CorruptionConfig,
@@ -25,17 +34,13 @@ from tokenmask.masking import (
 )
 
 
-def _spans_to_mask(features: Sequence[Feature], width: int) -> np.ndarray | None:
-    """``(B, T)`` int64, 1 inside each example's ``protected_spans`` ([start, end) pairs)."""
-    if "protected_spans" not in features[0]:
-        return None
-    marks = np.zeros((len(features), width + 1), dtype=np.int64)
-    for row, feature in enumerate(features):
-        for start, end in feature["protected_spans"]:
-            if not 0 <= start < end <= width:
-                raise ValueError(f"protected span [{start}, {end}) is outside the sequence (length {width})")
-            marks[row, start] += 1
-            marks[row, end] -= 1
+def _spans_to_mask(spans: np.ndarray, width: int) -> np.ndarray:
+    """``(B, T)`` int64, 1 inside the ``(B, S, 2)`` ``[start, end)`` spans (-1 padded)."""
+    marks = np.zeros((spans.shape[0], width + 1), dtype=np.int64)
+    valid = spans[..., 0] >= 0
+    rows = np.broadcast_to(np.arange(spans.shape[0])[:, None], valid.shape)[valid]
+    np.add.at(marks, (rows, spans[..., 0][valid]), 1)
+    np.add.at(marks, (rows, spans[..., 1][valid]), -1)
     return (np.cumsum(marks, axis=1)[:, :width] > 0).astype(np.int64)
 
 
@@ -94,7 +99,7 @@ class MaskingAugmenter:
         )
         self.tokenizer = tokenizer
         self.vocab = tables_from_tokenizer(tokenizer, protected_ids=protected_ids)
-        self.pad_token_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else 0
+        self.pad_token_id = tokenizer.pad_token_id
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.epoch = 0
@@ -111,6 +116,8 @@ class MaskingAugmenter:
 
     def set_epoch(self, epoch: int) -> None:
         """New masks for ``epoch``."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0; got {epoch}")
         self.epoch = int(epoch)
 
     def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
@@ -125,7 +132,8 @@ class MaskingAugmenter:
         width = batch.input_ids.shape[1]
         input_ids = torch.from_numpy(batch.input_ids)
         if self.training and self.selection is not None:
-            protected = _spans_to_mask(features, width)
+            spans = column(features, "protected_spans")
+            protected = None if spans is None else _spans_to_mask(spans_to_array(spans, batch.lengths, "protected span"), width)
             special = batch.special_tokens_mask
             if protected is not None:
                 special = protected if special is None else (special | protected)
@@ -150,19 +158,35 @@ class MaskingAugmenter:
             "input_ids": input_ids,
             "attention_mask": torch.from_numpy(batch.attention_mask),
         }
-        if "labels" in features[0]:
-            out["labels"] = _collate_labels([f["labels"] for f in features], width)
+        labels = column(features, "labels")
+        if labels is not None:
+            out["labels"] = collate_labels(labels, batch.lengths, width)
+        if getattr(self.tokenizer, "padding_side", "right") == "left":
+            out = left_pad(out, batch.lengths, {"input_ids": self.pad_token_id or 0, "labels": IGNORE_INDEX})
         return out
 
 
-def _collate_labels(labels: list[Any], width: int) -> torch.Tensor:
-    """Class labels -> ``(B,)``; per-token labels -> ``(B, T)`` padded with -100."""
-    if all(isinstance(v, (int, np.integer, float)) for v in labels):
+def collate_labels(labels: list[Any], lengths: np.ndarray, width: int) -> Any:
+    """Task labels as given, batched.
+
+    Per-token labels (one per input token in every example) -> ``(B, T)`` padded with -100;
+    anything else (class ids, multi-label or soft-label vectors) -> ``torch.tensor(labels)``,
+    or the list itself when it does not make a tensor (strings, ragged lists).
+    """
+    sized = all(isinstance(v, (list, tuple, np.ndarray, torch.Tensor)) for v in labels)
+    if sized and np.array_equal(row_lengths(labels), lengths):
+        values = [np.asarray(v) for v in labels]
+        if all(np.issubdtype(v.dtype, np.integer) for v in values):
+            return torch.from_numpy(pad_rows(values, lengths, width, IGNORE_INDEX))
+    if all(isinstance(v, torch.Tensor) for v in labels):
+        try:
+            return torch.stack(labels)
+        except RuntimeError:
+            return labels
+    try:
         return torch.tensor(labels)
-    if all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in labels):
-        return torch.stack(labels)
-    lengths = row_lengths(labels)
-    return torch.from_numpy(pad_rows(labels, lengths, width, IGNORE_INDEX))
+    except (TypeError, ValueError, RuntimeError):
+        return labels
 
 
 def augment_text(
@@ -192,7 +216,7 @@ def augment_text(
         raise ValueError("augment_text needs a fast tokenizer (character offsets)")
     if unit not in ("word", "token"):
         raise ValueError(f"unit must be 'word' or 'token'; got {unit!r}")
-    vocab = tables_from_tokenizer(tokenizer)
+    vocab = cached_tables(tokenizer)
     if rate == 0.0 or not text:
         return text
     encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)

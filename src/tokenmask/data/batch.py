@@ -75,6 +75,20 @@ def _stable_id(value: Any) -> int:
     raise ValueError(f"example id must be an integer or a string; got {type(value).__name__}")
 
 
+def column(features: Sequence[Feature], key: str) -> list[Any] | None:
+    """The values of ``key`` in every example, or None when no example has it.
+
+    Raises:
+        ValueError: some examples have the key and some do not.
+    """
+    present = [key in f for f in features]
+    if not any(present):
+        return None
+    if not all(present):
+        raise ValueError(f"some examples have a {key!r} entry and some do not")
+    return [f[key] for f in features]
+
+
 def example_ids(features: Sequence[Feature], input_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``(B,)`` int64 stable example ids.
 
@@ -83,13 +97,34 @@ def example_ids(features: Sequence[Feature], input_ids: np.ndarray, lengths: np.
     the example's tokens: an example keeps its mask wherever it lands, and identical
     examples get identical masks.
     """
-    key = "id" if "id" in features[0] else "idx" if "idx" in features[0] else None
-    if key is None:
+    ids = column(features, "id")
+    if ids is None:
+        ids = column(features, "idx")
+    if ids is None:
         return content_ids(input_ids, lengths)
-    try:
-        return np.array([_stable_id(f[key]) for f in features], dtype=np.int64)
-    except KeyError:
-        raise ValueError(f"some examples have an {key!r} key and some do not") from None
+    return np.array([_stable_id(value) for value in ids], dtype=np.int64)
+
+
+def spans_to_array(spans: Sequence[Any], lengths: np.ndarray, name: str) -> np.ndarray:
+    """Per-example ``[start, end)`` token spans to a ``(B, S, 2)`` int64 array, -1 padded.
+
+    Raises:
+        ValueError: a span outside its own example (``0 <= start < end <= length``).
+    """
+    arrays = []
+    for row, (example_spans, length) in enumerate(zip(spans, lengths.tolist())):
+        array = np.asarray(example_spans, dtype=np.int64).reshape(-1, 2)
+        bad = (array[:, 0] < 0) | (array[:, 1] <= array[:, 0]) | (array[:, 1] > length)
+        if bad.any():
+            start, end = array[bad][0].tolist()
+            raise ValueError(
+                f"{name} [{start}, {end}) of example {row} is outside it: need 0 <= start < end <= {length}"
+            )
+        arrays.append(array)
+    out = np.full((len(arrays), max(1, max(len(a) for a in arrays)), 2), -1, dtype=np.int64)
+    for row, array in enumerate(arrays):
+        out[row, : len(array)] = array
+    return out
 
 
 def to_left_padding(array: np.ndarray, lengths: np.ndarray, fill: int) -> np.ndarray:
@@ -101,6 +136,17 @@ def to_left_padding(array: np.ndarray, lengths: np.ndarray, fill: int) -> np.nda
     source = np.arange(width)[None, :] - (width - lengths[:, None])  # (B, T)
     moved = np.take_along_axis(array, np.maximum(source, 0), axis=1)
     return np.where(source >= 0, moved, fill)
+
+
+def left_pad(out: dict[str, Any], lengths: np.ndarray, fills: Mapping[str, int]) -> dict[str, Any]:
+    """Move every ``(B, T)`` tensor of a collated batch to left padding (fill 0 unless in ``fills``)."""
+    width = next((v.shape[1] for v in out.values() if isinstance(v, torch.Tensor) and v.dim() == 2), None)
+    return {
+        key: torch.from_numpy(to_left_padding(value.numpy(), lengths, fills.get(key, 0)))
+        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[1] == width
+        else value
+        for key, value in out.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -134,7 +180,7 @@ CONSUMED_KEYS = frozenset(
 def pad_examples(
     features: Sequence[Feature],
     *,
-    pad_token_id: int,
+    pad_token_id: int | None,
     pad_to_multiple_of: int | None = None,
     consumed: frozenset[str] = CONSUMED_KEYS,
     sequence_fills: Mapping[str, int] | None = None,
@@ -143,7 +189,8 @@ def pad_examples(
     """Pad a list of examples; ``word_ids`` only when ``with_word_ids`` (they cost a copy).
 
     Raises:
-        ValueError: empty batch, missing ``input_ids``, ragged companion columns.
+        ValueError: empty batch, missing ``input_ids``, ragged or partial companion columns,
+            rows to pad but no pad id.
     """
     if len(features) == 0:
         raise ValueError("empty batch: the collator got no examples")
@@ -155,15 +202,18 @@ def pad_examples(
         raise ValueError("every example needs an 'input_ids' entry") from None
     lengths = row_lengths(rows)
     width = padded_width(lengths, pad_to_multiple_of)
-    input_ids = pad_rows(rows, lengths, width, pad_token_id)
+    if pad_token_id is None and np.any(lengths < width):
+        raise ValueError(
+            "the examples need padding but the tokenizer has no pad token; set one "
+            "(e.g. tokenizer.pad_token = tokenizer.eos_token) or pass examples of equal length"
+        )
+    input_ids = pad_rows(rows, lengths, width, 0 if pad_token_id is None else pad_token_id)
 
     def companion(key: str) -> list[Any] | None:
-        if key not in features[0]:
-            return None
-        column = [f[key] for f in features]
-        if not np.array_equal(row_lengths(column), lengths):
+        values = column(features, key)
+        if values is not None and not np.array_equal(row_lengths(values), lengths):
             raise ValueError(f"'{key}' must have the same length as 'input_ids' in every example")
-        return column
+        return values
 
     attention = companion("attention_mask")
     special = companion("special_tokens_mask")

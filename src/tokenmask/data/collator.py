@@ -13,7 +13,15 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.data.batch import CONSUMED_KEYS, Feature, PaddedBatch, pad_examples, to_left_padding
+from tokenmask.data.batch import (
+    CONSUMED_KEYS,
+    Feature,
+    PaddedBatch,
+    column,
+    pad_examples,
+    left_pad,
+    spans_to_array,
+)
 from tokenmask.data.vocab import tables_from_tokenizer, word_ids_from_decoder
 from tokenmask.masking import (
     IGNORE_INDEX,
@@ -21,7 +29,6 @@ from tokenmask.masking import (
     MaskedBatch,
     SelectionConfig,
     UnitConfig,
-    eligible_positions,
     mask_tokens,
 )
 from tokenmask.masking.config import SelectionMode, Strategy
@@ -41,7 +48,9 @@ class MaskingCollator:
     tokens)``. Without an ``id`` key the id is a hash of the example's tokens. Call
     :meth:`set_epoch` each epoch for dynamic masking (RoBERTa); for static masking with a dupe
     factor ``k`` call ``set_epoch(epoch % k)``. With DataLoader workers, call ``set_epoch``
-    before creating the epoch's iterator (not with ``persistent_workers=True``).
+    before creating the epoch's iterator (not with ``persistent_workers=True``). With the
+    Hugging Face ``Trainer``, add :class:`tokenmask.data.trainer.MaskingCallback`, which calls
+    it, and set ``remove_unused_columns=False`` so that ``id`` and ``word_ids`` reach the collator.
 
     Args:
         tokenizer: a Hugging Face tokenizer with a mask token (fast tokenizer needed for
@@ -64,6 +73,9 @@ class MaskingCollator:
         ngram_max_n: ngram strategy: largest n.
         protected_ids: further token ids never to select.
         replace_counts: ``(V,)`` unigram counts for frequency-weighted random replacements.
+        mlm, whole_word_mask, return_tensors: Hugging Face's arguments, accepted so that the
+            collator drops in: ``mlm`` must be True, ``return_tensors`` "pt";
+            ``whole_word_mask=True`` means ``strategy="whole_word"``.
 
     Raises:
         ValueError: any setting out of range, or a tokenizer without a mask token.
@@ -94,7 +106,21 @@ class MaskingCollator:
         ngram_max_n: int = 3,
         protected_ids: Iterable[int] = (),
         replace_counts: np.ndarray | None = None,
+        mlm: bool = True,
+        whole_word_mask: bool = False,
+        return_tensors: str = "pt",
     ) -> None:
+        if not mlm:
+            raise ValueError(
+                "MaskingCollator is for masked-language modelling (mlm=True); for causal-LM "
+                "labels use transformers' DataCollatorForLanguageModeling(mlm=False)"
+            )
+        if return_tensors != "pt":
+            raise ValueError(f"return_tensors must be 'pt' (PyTorch tensors); got {return_tensors!r}")
+        if whole_word_mask:
+            if strategy not in ("token", "whole_word"):
+                raise ValueError(f"whole_word_mask=True conflicts with strategy={strategy!r}")
+            strategy = "whole_word"
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
             raise ValueError(f"pad_to_multiple_of must be >= 1 or None; got {pad_to_multiple_of}")
         self.unit_config = UnitConfig(
@@ -118,7 +144,7 @@ class MaskingCollator:
         self.vocab = tables_from_tokenizer(
             tokenizer, protected_ids=protected_ids, replace_counts=replace_counts
         )
-        self.pad_token_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else 0
+        self.pad_token_id = tokenizer.pad_token_id
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.epoch = 0
@@ -131,27 +157,15 @@ class MaskingCollator:
 
     def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
         batch, masked = self.mask(features)
-        input_ids = masked.input_ids.numpy()
-        labels = masked.labels.numpy()
-        attention = batch.attention_mask
-        extras = batch.extras
-        if getattr(self.tokenizer, "padding_side", "right") == "left":
-            lengths = batch.lengths
-            input_ids = to_left_padding(input_ids, lengths, self.pad_token_id)
-            labels = to_left_padding(labels, lengths, IGNORE_INDEX)
-            attention = to_left_padding(attention, lengths, 0)
-            extras = {
-                k: torch.from_numpy(to_left_padding(v.numpy(), lengths, 0))
-                if isinstance(v, torch.Tensor) and v.dim() == 2
-                else v
-                for k, v in extras.items()
-            }
-        return {
-            **extras,
-            "input_ids": torch.from_numpy(input_ids),
-            "attention_mask": torch.from_numpy(attention),
-            "labels": torch.from_numpy(labels),
+        out = {
+            **batch.extras,
+            "input_ids": masked.input_ids,
+            "attention_mask": torch.from_numpy(batch.attention_mask),
+            "labels": masked.labels,
         }
+        if getattr(self.tokenizer, "padding_side", "right") == "left":
+            out = left_pad(out, batch.lengths, {"input_ids": self.pad_token_id or 0, "labels": IGNORE_INDEX})
+        return out
 
     def mask(self, features: Sequence[Feature]) -> tuple[PaddedBatch, MaskedBatch]:
         """Pad and mask; returns the padded batch and the :class:`MaskedBatch` (right-padded).
@@ -174,7 +188,12 @@ class MaskingCollator:
         word_ids = batch.word_ids
         if self.unit_config.needs_words and word_ids is None:
             word_ids = word_ids_from_decoder(self.tokenizer, batch.input_ids, batch.attention_mask)
-        given = self._given_spans(features) if self.unit_config.strategy == "given" else None
+        given = None
+        if self.unit_config.strategy == "given":
+            spans = column(features, "given_spans")
+            if spans is None:
+                raise ValueError("strategy 'given' needs a 'given_spans' list of [start, end) in each example")
+            given = spans_to_array(spans, batch.lengths, "given span")
         masked = mask_tokens(
             torch.from_numpy(batch.input_ids),
             vocab=self.vocab,
@@ -191,26 +210,10 @@ class MaskingCollator:
             word_ids=None if word_ids is None else torch.from_numpy(word_ids),
             given_spans=None if given is None else torch.from_numpy(given),
         )
-        if not (masked.labels.numpy() != IGNORE_INDEX).any() and not eligible_positions(
-            batch.input_ids,
-            self.vocab,
-            attention_mask=batch.attention_mask,
-            special_tokens_mask=batch.special_tokens_mask,
-        ).any():
+        if self.selection.min_masks_per_sequence > 0 and masked.target_index.size == 0:
             raise ValueError(
                 "no maskable token in the batch: every row holds only special tokens, padding "
-                "or protected ids"
+                "or protected ids" + (" (or no given span)" if given is not None else "")
             )
         return batch, masked
-
-    @staticmethod
-    def _given_spans(features: Sequence[Feature]) -> np.ndarray:
-        if "given_spans" not in features[0]:
-            raise ValueError("strategy 'given' needs a 'given_spans' list of [start, end) in each example")
-        spans = [np.asarray(f["given_spans"], dtype=np.int64).reshape(-1, 2) for f in features]
-        count = max((len(s) for s in spans), default=0)
-        out = np.full((len(spans), max(count, 1), 2), -1, dtype=np.int64)
-        for row, s in enumerate(spans):
-            out[row, : len(s)] = s
-        return out
 

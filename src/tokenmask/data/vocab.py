@@ -71,6 +71,16 @@ def tables_from_tokenizer(
     )
 
 
+def cached_tables(tokenizer: PreTrainedTokenizerBase) -> VocabTables:
+    """:func:`tables_from_tokenizer` with default settings, built once per tokenizer."""
+    return _cached_tables(tokenizer, len(tokenizer))
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_tables(tokenizer: PreTrainedTokenizerBase, size: int) -> VocabTables:
+    return tables_from_tokenizer(tokenizer)
+
+
 def word_start_table(tokenizer: PreTrainedTokenizerBase) -> np.ndarray:
     """For every id, whether the token starts a word; ``(V,)`` bool.
 

@@ -2,50 +2,46 @@
 
 Pipeline: :func:`eligible_positions` → unit map (:mod:`.units`) → :func:`select_units` →
 :func:`choose_outcomes` / :func:`apply_outcomes`; :func:`mask_tokens` runs all of it.
+Names are imported lazily, so that ``tokenmask.masking.config`` (used by ``tokenmask --help``)
+does not pull in numpy and torch.
 """
 
-from tokenmask.masking.config import (
-    IGNORE_INDEX,
-    STRATEGIES,
-    CorruptionConfig,
-    SelectionConfig,
-    UnitConfig,
-)
-from tokenmask.masking.corrupt import Outcome, apply_outcomes, choose_outcomes
-from tokenmask.masking.keys import RowKeys, Stream, content_ids
-from tokenmask.masking.mask import MaskedBatch, build_units, eligible_positions, mask_tokens
-from tokenmask.masking.select import select_tokens, select_units
-from tokenmask.masking.units import (
-    given_units,
-    ngram_units,
-    span_units,
-    token_units,
-    word_units,
-)
-from tokenmask.masking.vocab import VocabTables
+import importlib
 
-__all__ = [
-    "IGNORE_INDEX",
-    "STRATEGIES",
-    "CorruptionConfig",
-    "MaskedBatch",
-    "Outcome",
-    "RowKeys",
-    "SelectionConfig",
-    "Stream",
-    "UnitConfig",
-    "VocabTables",
-    "apply_outcomes",
-    "build_units",
-    "choose_outcomes",
-    "content_ids",
-    "eligible_positions",
-    "given_units",
-    "mask_tokens",
-    "ngram_units",
-    "select_tokens",
-    "select_units",
-    "span_units",
-    "token_units",
-    "word_units",
-]
+_EXPORTS = {
+    "IGNORE_INDEX": "config",
+    "STRATEGIES": "config",
+    "CorruptionConfig": "config",
+    "SelectionConfig": "config",
+    "UnitConfig": "config",
+    "Outcome": "corrupt",
+    "apply_outcomes": "corrupt",
+    "choose_outcomes": "corrupt",
+    "RowKeys": "keys",
+    "Stream": "keys",
+    "content_ids": "keys",
+    "MaskedBatch": "mask",
+    "build_units": "mask",
+    "eligible_positions": "mask",
+    "mask_tokens": "mask",
+    "select_tokens": "select",
+    "select_units": "select",
+    "given_units": "units",
+    "ngram_units": "units",
+    "span_units": "units",
+    "token_units": "units",
+    "word_units": "units",
+    "VocabTables": "vocab",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"tokenmask.masking.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'tokenmask.masking' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -80,7 +80,10 @@ class SelectionConfig:
     )
     max_predictions: int | None = field(
         default=None,
-        metadata=_doc("at most this many target tokens per sequence (whole units only); none = no cap"),
+        metadata=_doc(
+            "at most this many target tokens per sequence (whole units only; "
+            "min_masks_per_sequence wins if a unit is longer); none = no cap"
+        ),
     )
 
     def __post_init__(self) -> None:

@@ -144,7 +144,7 @@ def mask_tokens(
         given_spans: ``(B, S, 2)`` ``[start, end)`` spans for strategy 'given' (-1 padded).
 
     Returns:
-        :class:`MaskedBatch` with corrupted ``input_ids``, ``labels``, ``outcome``, ``units``.
+        :class:`MaskedBatch`: corrupted ``input_ids``, ``labels``, and the targets' outcomes.
 
     Example: ``mask_tokens(torch.tensor([[101, 7592, 2088, 102]]), vocab=tables,
     example_ids=torch.tensor([0]), seed=0)`` selects at least one of the two middle tokens
@@ -162,6 +162,9 @@ def mask_tokens(
     keys = RowKeys.derive(as_numpy(example_ids, np.int64), seed=seed, epoch=epoch)
     if len(keys) != ids.shape[0]:
         raise ValueError(f"example_ids has {len(keys)} entries for {ids.shape[0]} rows")
+    if ids.shape[1] == 0:  # nothing to mask: empty outputs of the right shape
+        empty = np.zeros(0, dtype=np.int64)
+        return MaskedBatch(torch.from_numpy(ids.copy()), torch.from_numpy(ids.copy()), empty, empty.astype(np.int8))
     select_bits = keys.bits(Stream.SELECT, np.arange(ids.shape[1]))  # (B, T) uint64
     select_keys = low32(select_bits)
     units = None

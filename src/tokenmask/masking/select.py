@@ -104,9 +104,10 @@ def _select_prefix(
         n_take = ((covered - sorted_len) < budget[:, None]).sum(axis=1)
     else:
         n_take = (unit_key < threshold32(selection.mlm_probability)).sum(axis=1)
-    n_take = np.maximum(n_take, np.minimum(selection.min_masks_per_sequence, n_units))
     if selection.max_predictions is not None:
         n_take = np.minimum(n_take, (covered <= selection.max_predictions).sum(axis=1))
+    # The floor wins over the cap: a unit longer than the cap is still taken if needed.
+    n_take = np.maximum(n_take, np.minimum(selection.min_masks_per_sequence, n_units))
     n_take = np.minimum(n_take, n_units)
 
     rank = np.empty_like(order)
