@@ -234,22 +234,14 @@ def make_sides(tokenizer: PreTrainedTokenizerFast) -> Sides:
 
 
 def ours_bare(sides: Sides, x: Inputs, *, whole_word: bool) -> MaskedBatch:
-    if whole_word:
-        return mask_tokens(
-            x.input_ids,
-            vocab=sides.vocab,
-            example_ids=x.example_ids,
-            seed=0,
-            special_tokens_mask=x.special_tokens_mask,
-            unit_config=UnitConfig(strategy="whole_word"),
-            word_ids=x.word_ids,
-        )
+    words = {"unit_config": UnitConfig(strategy="whole_word"), "word_ids": x.word_ids} if whole_word else {}
     return mask_tokens(
         x.input_ids,
         vocab=sides.vocab,
         example_ids=x.example_ids,
         seed=0,
         special_tokens_mask=x.special_tokens_mask,
+        **words,
     )
 
 
