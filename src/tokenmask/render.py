@@ -120,3 +120,50 @@ def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
         "[dim]Lengths leave out units cut by a block end or separator. min_masks_per_sequence "
         "raises the selected share on short sequences.[/]"
     )
+
+
+class ProgressReporter:
+    """Training progress on the terminal: messages, and a bar with loss, tokens/s and ETA."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.console = console or Console(highlight=False)
+        self.progress = Progress(
+            TextColumn("step {task.completed}"),
+            BarColumn(),
+            TextColumn("loss {task.fields[loss]:.3f}  {task.fields[speed]:,.0f} tok/s"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("train", total=None, loss=float("nan"), speed=0.0)
+
+    def __enter__(self) -> ProgressReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def message(self, text: str) -> None:
+        self.progress.console.print(text)
+
+    def step(self, step: int, total: int | None, loss: float, tokens_per_s: float) -> None:
+        self.progress.update(self.task, completed=step, total=total, loss=loss, speed=tokens_per_s)
+
+
+def print_fill_demo(model_dir, lines: Sequence[str], console: Console | None = None) -> None:
+    """Mask the longest word of each held-out line and show the model's top 3 guesses."""
+    from tokenmask.train.fill import fill_mask, load_fill_mask
+
+    console = console or Console(highlight=False)
+    fill = load_fill_mask(model_dir)
+    console.print("\nfill-mask on held-out lines (the longest word is hidden):")
+    for line in lines:
+        words = line.split()
+        target = max(range(len(words)), key=lambda i: len(words[i].strip(".,;:!?'")))
+        hidden = words[target].strip(".,;:!?'")
+        masked = " ".join(w.replace(hidden, "[MASK]") if i == target else w for i, w in enumerate(words))
+        guesses = fill_mask(fill, masked, top_k=3)[0]
+        console.print(f"  {masked}\n    answer: {hidden.lower()}   guesses: " + ", ".join(f"{g['token']} ({g['score']:.2f})" for g in guesses))

@@ -39,7 +39,7 @@ def examples(draw, max_len: int = 30):
     words.append(-1)
     # given spans: some whole words, in order
     spans, position = [], 1
-    for w, n in enumerate(pieces):
+    for n in pieces:
         while ids[position] == SEP:
             position += 1
         if draw(st.booleans()):

@@ -18,8 +18,8 @@ from tokenmask.data.batch import (
     Feature,
     PaddedBatch,
     column,
-    pad_examples,
     left_pad,
+    pad_examples,
     spans_to_array,
 )
 from tokenmask.data.vocab import tables_from_tokenizer, word_ids_from_decoder

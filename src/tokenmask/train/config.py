@@ -1,0 +1,61 @@
+"""Settings of a pre-training run: one frozen, validated dataclass; the CLI builds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tokenmask.train.models import PRESETS
+
+
+def _doc(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """What to train, on what, for how long. Masking settings live in ``masking``."""
+
+    output: str = field(metadata=_doc("output folder: checkpoints, metrics, resolved config"))
+    corpus: tuple[str, ...] = field(default=(), metadata=_doc("files, folders or globs; none = the bundled Shakespeare"))
+    tokenizer: str = field(default="bert-base-uncased", metadata=_doc("tokenizer folder or built-in name"))
+    preset: str = field(default="bert-tiny", metadata=_doc(f"model size when training from scratch: {', '.join(PRESETS)}"))
+    init: str | None = field(default=None, metadata=_doc("continue from this local checkpoint folder instead"))
+    max_length: int = field(default=128, metadata=_doc("block length in tokens"))
+    batch_size: int = field(default=32, metadata=_doc("blocks per micro-batch"))
+    grad_accum: int = field(default=1, metadata=_doc("micro-batches per optimizer step"))
+    lr: float = field(default=1e-3, metadata=_doc("peak learning rate (AdamW)"))
+    weight_decay: float = field(default=0.01, metadata=_doc("AdamW weight decay"))
+    warmup: float = field(default=0.06, metadata=_doc("share of steps spent warming the learning rate up"))
+    schedule: Literal["linear", "cosine"] = field(default="linear", metadata=_doc("decay after warm-up"))
+    max_steps: int | None = field(default=None, metadata=_doc("stop after this many optimizer steps"))
+    max_time: float | None = field(default=None, metadata=_doc("stop after this many minutes"))
+    eval_every: int = field(default=100, metadata=_doc("evaluate (at fixed masks) every N steps"))
+    eval_blocks: int = field(default=128, metadata=_doc("validation blocks used per evaluation"))
+    validation_share: float = field(default=0.02, metadata=_doc("share of documents held out"))
+    seed: int = field(default=0, metadata=_doc("random seed (model init, order, masks)"))
+    masking: dict[str, Any] = field(default_factory=dict, metadata=_doc("MaskingCollator keyword arguments"))
+
+    def __post_init__(self) -> None:
+        positive = ("max_length", "batch_size", "grad_accum", "eval_every", "eval_blocks")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
+        if self.max_length < 8:
+            raise ValueError(f"max_length must be >= 8; got {self.max_length}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0; got {self.lr}")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ValueError(f"warmup must be in [0, 1); got {self.warmup}")
+        if self.schedule not in ("linear", "cosine"):
+            raise ValueError(f"schedule must be 'linear' or 'cosine'; got {self.schedule!r}")
+        if not 0.0 < self.validation_share < 0.5:
+            raise ValueError(f"validation_share must be in (0, 0.5); got {self.validation_share}")
+        if self.max_steps is None and self.max_time is None:
+            raise ValueError("give max_steps or max_time (or both)")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1; got {self.max_steps}")
+        if self.max_time is not None and self.max_time <= 0:
+            raise ValueError(f"max_time must be > 0 minutes; got {self.max_time}")
+        if self.init is None and self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")

@@ -1,0 +1,127 @@
+"""The training loop: loss normalisation under accumulation, and an end-to-end CLI run."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
+
+from tokenmask.cli import main
+from tokenmask.train.checkpoint import load_state
+from tokenmask.train.config import PretrainConfig
+from tokenmask.train.loop import backward_step, pretrain
+
+
+def tiny_bert():
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+    return model.eval()  # no dropout: runs must be comparable
+
+
+def make_batch(rows, targets_per_row):
+    g = torch.Generator().manual_seed(rows * 7 + targets_per_row)
+    ids = torch.randint(5, 100, (rows, 10), generator=g)
+    labels = torch.full_like(ids, -100)
+    labels[:, 1 : 1 + targets_per_row] = ids[:, 1 : 1 + targets_per_row]
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+
+
+def gradients(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_accumulation_gives_the_gradient_of_one_large_batch():
+    # micro-batches with different numbers of targets (2 per row vs 5 per row): a mean per
+    # micro-batch would weight them wrongly; sum / step targets does not.
+    a, b = make_batch(3, 2), make_batch(2, 5)
+    whole = {k: torch.cat([a[k], b[k]]) for k in a}
+    one = tiny_bert()
+    loss_one, tokens_one = backward_step(one, [whole])
+    two = tiny_bert()
+    loss_two, tokens_two = backward_step(two, [a, b])
+    assert tokens_one == tokens_two == 50
+    assert loss_one == pytest.approx(loss_two, rel=1e-5)
+    for name, grad in gradients(one).items():
+        torch.testing.assert_close(grad, gradients(two)[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_step_without_targets_adds_nothing():
+    empty = make_batch(2, 0)
+    model = tiny_bert()
+    loss, _ = backward_step(model, [empty])
+    assert loss == 0.0 and not gradients(model)
+    with_empty, alone = tiny_bert(), tiny_bert()
+    backward_step(with_empty, [make_batch(2, 3), empty])
+    backward_step(alone, [make_batch(2, 3)])
+    for name, grad in gradients(alone).items():
+        torch.testing.assert_close(grad, gradients(with_empty)[name])
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("corpus") / "plays.txt"
+    paragraphs = [" ".join(lines[i : i + 8]) for i in range(0, 2400, 8)]
+    path.write_text("\n\n".join(paragraphs), encoding="utf-8")
+    return path
+
+
+def config(corpus, output, **overrides):
+    settings = dict(
+        output=str(output), corpus=(str(corpus),), max_steps=12, batch_size=8, eval_every=6,
+        eval_blocks=16, max_length=64, lr=2e-3, validation_share=0.1,
+    )
+    settings.update(overrides)
+    return PretrainConfig(**settings)
+
+
+def test_pretrain_learns_saves_and_reloads(corpus, tmp_path):
+    result = pretrain(config(corpus, tmp_path / "run"))
+    losses = [e["eval_loss"] for e in result.evaluations]
+    assert [e["step"] for e in result.evaluations] == [0, 6, 12]
+    assert losses[-1] < losses[0] - 1.0  # from ~ln(30522) = 10.3 down
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path / "run" / "model", local_files_only=True)
+    for name, value in result.model.state_dict().items():
+        assert torch.equal(value, reloaded.state_dict()[name]), name
+    state = load_state(tmp_path / "run" / "model")
+    assert state["step"] == 12 and "optimizer" in state
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert sum("loss" in r for r in records) == 12
+    assert not list((tmp_path / "run").glob(".*partial*"))
+
+
+def test_same_seed_same_run(corpus, tmp_path):
+    a = pretrain(config(corpus, tmp_path / "a", max_steps=4, eval_every=2))
+    b = pretrain(config(corpus, tmp_path / "b", max_steps=4, eval_every=2))
+    assert [e["eval_loss"] for e in a.evaluations] == [e["eval_loss"] for e in b.evaluations]
+
+
+def test_cli_pretrain_evaluate_fill(corpus, tmp_path, capsys):
+    out = tmp_path / "cli"
+    argv = ["pretrain", str(corpus), "--output", str(out), "--max-steps", "8", "--batch-size", "8",
+            "--max-length", "64", "--eval-every", "4", "--eval-blocks", "8", "--strategy", "whole_word"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "trained 8 steps" in printed and "guesses:" in printed
+    assert main(["evaluate", str(out / "model"), str(corpus), "--max-length", "64", "--max-blocks", "16", "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["targets"] > 0 and 0 <= metrics["accuracy"] <= 1 and metrics["perplexity"] > 1
+    assert main(["fill", str(out / "model"), "to be or not to <mask>", "--json", "--top-k", "3"]) == 0
+    fill = json.loads(capsys.readouterr().out)
+    assert len(fill["predictions"]) == 1 and len(fill["predictions"][0]) == 3
+    assert main(["fill", str(out / "model"), "no mask here"]) == 2
+    assert "no mask" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["pretrain", "--output", "o", "--max-steps", "0"], "max_steps must be >= 1"),
+        (["pretrain", "--output", "o", "--lr", "-1"], "lr must be > 0"),
+        (["pretrain", "/no/such/corpus", "--output", "o", "--max-steps", "1"], "no such file"),
+        (["evaluate", "/no/such/model"], "neither a folder"),
+    ],
+)
+def test_training_errors_exit_2(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
