@@ -138,7 +138,7 @@ def _masking_keywords(args: argparse.Namespace) -> dict[str, Any]:
 
 _PRETRAIN_FLAGS = (
     "preset", "init", "max_length", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
-    "schedule", "max_steps", "max_time", "eval_every", "eval_blocks", "validation_share",
+    "schedule", "max_steps", "max_time", "eval_every", "eval_blocks", "save_every", "validation_share",
 )
 
 
@@ -171,6 +171,8 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         seed=args.seed,
         masking=_masking_keywords(args),
+        resume=args.resume,
+        overwrite=args.overwrite,
         **{name: getattr(args, name) for name in _PRETRAIN_FLAGS},
     )
     with ProgressReporter() as reporter:
@@ -279,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("corpus", nargs="*", help="files, folders or globs (.txt/.md: one document per paragraph; .jsonl)")
     pretrain.add_argument("--output", type=Path, required=True, help="output folder (the model ends in OUTPUT/model)")
     pretrain.add_argument("--no-demo", action="store_true", help="skip the fill-mask demo at the end")
+    pretrain.add_argument("--resume", action="store_true", help="continue the run in OUTPUT from its newest checkpoint")
+    pretrain.add_argument("--overwrite", action="store_true", help="start afresh in an OUTPUT that already holds a run")
     _add_pretrain_arguments(pretrain)
     _add_masking_arguments(pretrain)
     pretrain.set_defaults(run=_cmd_pretrain)

@@ -9,7 +9,7 @@ from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 from tokenmask.cli import main
 from tokenmask.train.checkpoint import load_state
 from tokenmask.train.config import PretrainConfig
-from tokenmask.train.loop import backward_step, pretrain
+from tokenmask.train.loop import backward_step, latest_checkpoint, pretrain
 
 
 def tiny_bert():
@@ -75,15 +75,18 @@ def config(corpus, output, **overrides):
 
 
 def test_pretrain_learns_saves_and_reloads(corpus, tmp_path):
-    result = pretrain(config(corpus, tmp_path / "run"))
+    result = pretrain(config(corpus, tmp_path / "run", save_every=6))
     losses = [e["eval_loss"] for e in result.evaluations]
     assert [e["step"] for e in result.evaluations] == [0, 6, 12]
     assert losses[-1] < losses[0] - 1.0  # from ~ln(30522) = 10.3 down
     reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path / "run" / "model", local_files_only=True)
     for name, value in result.model.state_dict().items():
         assert torch.equal(value, reloaded.state_dict()[name]), name
-    state = load_state(tmp_path / "run" / "model")
-    assert state["step"] == 12 and "optimizer" in state
+    assert load_state(tmp_path / "run" / "model")["step"] == 12
+    checkpoints = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert checkpoints == ["step-12", "step-6"]
+    state = load_state(latest_checkpoint(tmp_path / "run"))  # weights_only: no pickled objects
+    assert state["step"] == 12 and "optimizer" in state and state["torch_rng"].dtype == torch.uint8
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert sum("loss" in r for r in records) == 12
     assert not list((tmp_path / "run").glob(".*partial*"))
@@ -125,3 +128,42 @@ def test_training_errors_exit_2(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+class Interrupt(Exception):
+    pass
+
+
+class StopAt:
+    """A reporter that 'crashes' the run right after a given step."""
+
+    def __init__(self, step):
+        self.at = step
+
+    def message(self, text):
+        pass
+
+    def step(self, step, total, loss, tokens_per_s):
+        if step == self.at:
+            raise Interrupt
+
+
+def step_losses(run_dir):
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in records if "loss" in r}
+
+
+def test_resume_continues_with_the_same_masks_and_losses(corpus, tmp_path):
+    whole = pretrain(config(corpus, tmp_path / "whole", max_steps=10, save_every=4, eval_every=5))
+    interrupted = config(corpus, tmp_path / "cut", max_steps=10, save_every=4, eval_every=5)
+    with pytest.raises(Interrupt):
+        pretrain(interrupted, StopAt(6))  # dies after step 6; the newest checkpoint is step 4
+    with pytest.raises(ValueError, match="already holds a run"):
+        pretrain(interrupted)
+    resumed = pretrain(PretrainConfig(**{**interrupted.__dict__, "resume": True}))
+    assert resumed.steps == 10
+    expected, got = step_losses(tmp_path / "whole"), step_losses(tmp_path / "cut")
+    assert got == expected  # steps 5-6 were logged twice: the resumed values replace them, equal
+    assert [e["eval_loss"] for e in resumed.evaluations] == [e["eval_loss"] for e in whole.evaluations if e["step"] > 4]
+    for name, value in whole.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[name]), name

@@ -32,12 +32,15 @@ class PretrainConfig:
     max_time: float | None = field(default=None, metadata=_doc("stop after this many minutes"))
     eval_every: int = field(default=100, metadata=_doc("evaluate (at fixed masks) every N steps"))
     eval_blocks: int = field(default=128, metadata=_doc("validation blocks used per evaluation"))
+    save_every: int = field(default=200, metadata=_doc("write a resumable checkpoint every N steps (the last 2 are kept)"))
+    resume: bool = field(default=False, metadata=_doc("continue the run in OUTPUT from its newest checkpoint"))
+    overwrite: bool = field(default=False, metadata=_doc("start afresh in an OUTPUT that already holds a run"))
     validation_share: float = field(default=0.02, metadata=_doc("share of documents held out"))
     seed: int = field(default=0, metadata=_doc("random seed (model init, order, masks)"))
     masking: dict[str, Any] = field(default_factory=dict, metadata=_doc("MaskingCollator keyword arguments"))
 
     def __post_init__(self) -> None:
-        positive = ("max_length", "batch_size", "grad_accum", "eval_every", "eval_blocks")
+        positive = ("max_length", "batch_size", "grad_accum", "eval_every", "eval_blocks", "save_every")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")

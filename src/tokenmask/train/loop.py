@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -23,9 +24,9 @@ from tokenmask.data.pretrain import build_blocks
 from tokenmask.data.resources import shakespeare_scenes
 from tokenmask.data.tokenizers import load_tokenizer
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.train.checkpoint import save_checkpoint
+from tokenmask.train.checkpoint import load_state, save_checkpoint
 from tokenmask.train.config import PretrainConfig
-from tokenmask.train.evaluate import EVAL_SEED_OFFSET, MlmMetrics, evaluate_mlm
+from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.models import build_model, load_model
 
@@ -65,15 +66,23 @@ def corpus_texts(config: PretrainConfig) -> list[str]:
     return shakespeare_scenes()
 
 
-def _batches(blocks: list[dict[str, Any]], collator: MaskingCollator, config: PretrainConfig) -> Iterator[dict]:
-    """Micro-batches forever: a new seeded order and new masks each epoch."""
-    epoch = 0
+def _batches(blocks: list[dict[str, Any]], collator: MaskingCollator, config: PretrainConfig, *, skip: int = 0) -> Iterator[dict]:
+    """Micro-batches forever: a new seeded order and new masks each epoch.
+
+    ``skip`` micro-batches are passed over without collating them (resuming): the order and
+    the masks are functions of (seed, epoch, block), so the rest is what an uninterrupted run sees.
+    """
+    per_epoch = len(blocks) // config.batch_size
+    if per_epoch == 0:
+        raise ValueError(f"{len(blocks)} training blocks do not fill one batch of {config.batch_size}")
+    epoch, offset = divmod(skip, per_epoch)
     while True:
         collator.set_epoch(epoch)
         order = torch.randperm(len(blocks), generator=torch.Generator().manual_seed(config.seed * 1000 + epoch))
-        for start in range(0, len(order) - config.batch_size + 1, config.batch_size):
-            yield collator([blocks[i] for i in order[start : start + config.batch_size].tolist()])
-        epoch += 1
+        for index in range(offset, per_epoch):
+            chosen = order[index * config.batch_size : (index + 1) * config.batch_size].tolist()
+            yield collator([blocks[i] for i in chosen])
+        epoch, offset = epoch + 1, 0
 
 
 def _optimizer(model: torch.nn.Module, config: PretrainConfig) -> torch.optim.Optimizer:
@@ -119,19 +128,57 @@ def backward_step(model: torch.nn.Module, micro_batches: list[dict[str, torch.Te
     return loss_sum / max(step_targets, 1), tokens
 
 
+def _check_output(output: Path, config: PretrainConfig) -> None:
+    """Refuse to mix two runs in one folder."""
+    holds_run = (output / "run_config.json").exists()
+    if holds_run and not (config.resume or config.overwrite):
+        raise ValueError(f"{output} already holds a run: pass --resume to continue it, or --overwrite")
+    if config.resume and not holds_run:
+        raise ValueError(f"--resume: {output} holds no run to resume")
+    if config.overwrite and holds_run and not config.resume:
+        for stale in ("checkpoints", "model"):
+            shutil.rmtree(output / stale, ignore_errors=True)
+
+
+def latest_checkpoint(output: Path) -> Path | None:
+    """The newest complete checkpoint of a run (partial ones never carry the final name)."""
+    found = sorted((output / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+    return found[-1] if found else None
+
+
+def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result: PretrainResult, keep: int = 2) -> None:
+    state = {
+        "step": result.steps,
+        "tokens": result.tokens,
+        "optimizer": optimizer.state_dict(),
+        "horizon": schedule.horizon or 0,
+        "torch_rng": torch.get_rng_state(),
+    }
+    save_checkpoint(output / "checkpoints" / f"step-{result.steps}", model, tokenizer, state)
+    found = sorted((output / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+    for old in found[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> PretrainResult:
-    """Train a masked-LM on ``config``; the model ends in ``config.output``.
+    """Train a masked-LM on ``config``; the model ends in ``config.output``/model.
+
+    With ``config.resume``, continue from the newest checkpoint: same model, optimizer,
+    schedule, data order, masks and dropout state as the uninterrupted run would have had.
 
     Raises:
-        ValueError: bad corpus, tokenizer or model settings.
+        ValueError: bad corpus, tokenizer, model or output settings.
     """
-    torch.manual_seed(config.seed)
     output = Path(config.output)
+    _check_output(output, config)
+    torch.manual_seed(config.seed)
     tokenizer = load_tokenizer(config.tokenizer)
     blocks = build_blocks(corpus_texts(config), tokenizer, block_length=config.max_length, validation_share=config.validation_share)
     reporter.message(blocks.describe())
-    if config.init:
-        model = load_model(config.init, vocab_size=len(tokenizer), max_length=config.max_length)
+    checkpoint = latest_checkpoint(output) if config.resume else None
+    if checkpoint is not None or config.init:
+        model = load_model(checkpoint or config.init, vocab_size=len(tokenizer), max_length=config.max_length)
+        model.train()
     else:
         model = build_model(config.preset, vocab_size=len(tokenizer), max_length=config.max_length, pad_token_id=tokenizer.pad_token_id)
     reporter.message(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
@@ -140,52 +187,62 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Pr
     evaluation_blocks = (blocks.validation or blocks.train)[: config.eval_blocks]
     optimizer = _optimizer(model, config)
     schedule = _Schedule(config, config.max_steps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    result = PretrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
+    if checkpoint is not None:
+        state = load_state(checkpoint)
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        schedule.horizon = state["horizon"] or schedule.horizon
+        result.steps, result.tokens = int(state["step"]), int(state["tokens"])
+        reporter.message(f"resuming from {checkpoint} (step {result.steps})")
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule, last_epoch=result.steps - 1)
 
     output.mkdir(parents=True, exist_ok=True)
     (output / "run_config.json").write_text(json.dumps(asdict(config), indent=2), encoding="utf-8")
-    metrics_file = (output / "metrics.jsonl").open("w", encoding="utf-8")
-    result = PretrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
+    metrics_file = (output / "metrics.jsonl").open("a" if checkpoint else "w", encoding="utf-8")
 
-    def evaluate(step: int) -> MlmMetrics:
-        metrics = evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=config.batch_size)
-        record = {"step": step, "tokens": result.tokens, **{f"eval_{k}": v for k, v in metrics.as_dict().items()}}
-        result.evaluations.append(record)
+    def log(record: dict[str, Any]) -> None:
         metrics_file.write(json.dumps(record) + "\n")
-        reporter.message(
-            f"step {step}: eval loss {metrics.loss:.3f}, perplexity {metrics.perplexity:.1f}, accuracy {metrics.accuracy:.3f}"
-        )
-        return metrics
+        metrics_file.flush()
 
-    batches = _batches(blocks.train, collator, config)
+    def evaluate() -> None:
+        metrics = evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=config.batch_size)
+        record = {"step": result.steps, "tokens": result.tokens, **{f"eval_{k}": v for k, v in metrics.as_dict().items()}}
+        result.evaluations.append(record)
+        log(record)
+        reporter.message(
+            f"step {result.steps}: eval loss {metrics.loss:.3f}, perplexity {metrics.perplexity:.1f}, accuracy {metrics.accuracy:.3f}"
+        )
+
+    batches = _batches(blocks.train, collator, config, skip=result.steps * config.grad_accum)
     start = time.perf_counter()
-    model.train()
     try:
-        evaluate(0)
+        if checkpoint is None:
+            evaluate()
         while config.max_steps is None or result.steps < config.max_steps:
-            micro = [next(batches) for _ in range(config.grad_accum)]
-            loss, tokens = backward_step(model, micro)
-            result.tokens += tokens
+            loss, tokens = backward_step(model, [next(batches) for _ in range(config.grad_accum)])
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             result.steps += 1
+            result.tokens += tokens
             elapsed = time.perf_counter() - start
-            metrics_file.write(json.dumps({"step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0], "seconds": elapsed}) + "\n")
+            log({"step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0], "seconds": elapsed})
             if config.max_time is not None and schedule.horizon is None and result.steps == 10:
                 schedule.horizon = max(11, int(config.max_time * 60 / elapsed * 10))  # steps that fit in the time
-            reporter.step(result.steps, config.max_steps or schedule.horizon, loss, result.tokens / elapsed)
             if result.steps % config.eval_every == 0:
-                evaluate(result.steps)
+                evaluate()
+            if result.steps % config.save_every == 0:
+                _save(output, model, tokenizer, optimizer, schedule, result)
+            reporter.step(result.steps, config.max_steps or schedule.horizon, loss, result.tokens / elapsed)
             if config.max_time is not None and elapsed > config.max_time * 60:
                 break
         if not result.evaluations or result.evaluations[-1]["step"] != result.steps:
-            evaluate(result.steps)
+            evaluate()
     finally:
         metrics_file.close()
     result.seconds = time.perf_counter() - start
-    state = {"step": result.steps, "tokens": result.tokens, "optimizer": optimizer.state_dict()}
-    save_checkpoint(output / "model", model, tokenizer, state)
+    save_checkpoint(output / "model", model, tokenizer, {"step": result.steps, "tokens": result.tokens})
     result.model = model
     return result
