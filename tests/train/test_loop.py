@@ -167,3 +167,20 @@ def test_resume_continues_with_the_same_masks_and_losses(corpus, tmp_path):
     assert [e["eval_loss"] for e in resumed.evaluations] == [e["eval_loss"] for e in whole.evaluations if e["step"] > 4]
     for name, value in whole.model.state_dict().items():
         assert torch.equal(value, resumed.model.state_dict()[name]), name
+
+
+def test_time_limit_fits_the_schedule_to_the_time(corpus, tmp_path, monkeypatch):
+    # A fake clock (0.25 s per reading) keeps the test independent of the machine's speed.
+    # The horizon is fixed at step 20 from the pace of steps 11-20: with 10 s, about 38 steps
+    # fit (5% spare for evaluations), so the learning rate must reach zero only near the end.
+    import tokenmask.train.loop as loop
+
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: next(ticks) * 0.25)
+    result = pretrain(config(corpus, tmp_path / "timed", max_steps=None, max_time=10 / 60, eval_every=1000))
+    records = [json.loads(line) for line in (tmp_path / "timed" / "metrics.jsonl").read_text().splitlines()]
+    rates = [r["lr"] for r in records if "lr" in r]
+    assert 36 <= result.steps <= 44
+    first_zero = next((i for i, rate in enumerate(rates) if rate == 0.0), len(rates))
+    assert first_zero >= 0.85 * result.steps
+    assert 0 < rates[first_zero - 1] < 0.15 * max(rates)  # decayed all the way over the run

@@ -205,8 +205,13 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Pr
         metrics_file.write(json.dumps(record) + "\n")
         metrics_file.flush()
 
+    evaluation_seconds = ten_steps_in = 0.0
+
     def evaluate() -> None:
+        nonlocal evaluation_seconds
+        began = time.perf_counter()
         metrics = evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=config.batch_size)
+        evaluation_seconds += time.perf_counter() - began
         record = {"step": result.steps, "tokens": result.tokens, **{f"eval_{k}": v for k, v in metrics.as_dict().items()}}
         result.evaluations.append(record)
         log(record)
@@ -229,8 +234,14 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Pr
             result.tokens += tokens
             elapsed = time.perf_counter() - start
             log({"step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0], "seconds": elapsed})
-            if config.max_time is not None and schedule.horizon is None and result.steps == 10:
-                schedule.horizon = max(11, int(config.max_time * 60 / elapsed * 10))  # steps that fit in the time
+            if config.max_time is not None and schedule.horizon is None:
+                # the steps that fit in the time, from the training time of steps 11-20 (the first
+                # ones are slower), with 5% to spare for evaluations; fixed once, so resumable
+                if result.steps == 10:
+                    ten_steps_in = elapsed - evaluation_seconds
+                elif result.steps == 20:
+                    per_step = (elapsed - evaluation_seconds - ten_steps_in) / 10
+                    schedule.horizon = max(21, int(0.95 * config.max_time * 60 / per_step))
             if result.steps % config.eval_every == 0:
                 evaluate()
             if result.steps % config.save_every == 0:
