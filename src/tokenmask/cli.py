@@ -184,7 +184,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     if not args.no_demo:
         from tokenmask.data.pretrain import held_out_lines
 
-        print_fill_demo(Path(result.output) / "model", held_out_lines(corpus_texts(config), config.validation_share, 4))
+        print_fill_demo(Path(result.output) / "model", held_out_lines(corpus_texts(config.corpus), config.validation_share, 4))
     return 0
 
 
@@ -199,8 +199,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     tokenizer = load_tokenizer(args.model)
     model = load_model(args.model, vocab_size=len(tokenizer), max_length=args.max_length)
-    config = PretrainConfig(output=".", corpus=tuple(args.corpus), max_steps=1, max_length=args.max_length)
-    blocks = build_blocks(corpus_texts(config), tokenizer, block_length=args.max_length, validation_share=config.validation_share)
+    share = PretrainConfig.__dataclass_fields__["validation_share"].default  # pretrain's split
+    blocks = build_blocks(corpus_texts(tuple(args.corpus)), tokenizer, block_length=args.max_length, validation_share=share)
     collator = MaskingCollator(tokenizer, seed=args.seed + EVAL_SEED_OFFSET, **_masking_keywords(args))
     data = blocks.validation if not args.corpus else blocks.train + blocks.validation
     metrics = evaluate_mlm(model, data[: args.max_blocks], collator, batch_size=32)

@@ -59,10 +59,10 @@ class PretrainResult:
     model: Any = None
 
 
-def corpus_texts(config: PretrainConfig) -> list[str]:
+def corpus_texts(corpus: tuple[str, ...]) -> list[str]:
     """The documents: the given corpus (one per paragraph) or the bundled plays (one per scene)."""
-    if config.corpus:
-        return list(read_texts(config.corpus, unit="paragraph"))
+    if corpus:
+        return list(read_texts(corpus, unit="paragraph"))
     return shakespeare_scenes()
 
 
@@ -173,7 +173,7 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Pr
     _check_output(output, config)
     torch.manual_seed(config.seed)
     tokenizer = load_tokenizer(config.tokenizer)
-    blocks = build_blocks(corpus_texts(config), tokenizer, block_length=config.max_length, validation_share=config.validation_share)
+    blocks = build_blocks(corpus_texts(config.corpus), tokenizer, block_length=config.max_length, validation_share=config.validation_share)
     reporter.message(blocks.describe())
     checkpoint = latest_checkpoint(output) if config.resume else None
     if checkpoint is not None or config.init:
