@@ -49,26 +49,25 @@ def _add_masking_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _collator(args: argparse.Namespace):
-    from tokenmask.data.collator import MaskingCollator
-    from tokenmask.data.tokenizers import load_tokenizer
-
-    tokenizer = load_tokenizer(args.tokenizer)
+def _masking_keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """The MaskingCollator keyword arguments given on the command line."""
     keywords = {}
     for config in (UnitConfig, SelectionConfig, CorruptionConfig):
         for f in fields(config):
             dest = _RENAMED.get(f.name, (None, f.name))[1]
             keywords[dest] = getattr(args, dest)
-    return MaskingCollator(tokenizer, seed=args.seed, **keywords)
+    return keywords
+
+
+def _collator(args: argparse.Namespace):
+    from tokenmask.data.collator import MaskingCollator
+    from tokenmask.data.tokenizers import load_tokenizer
+
+    return MaskingCollator(load_tokenizer(args.tokenizer), seed=args.seed, **_masking_keywords(args))
 
 
 def _masking_settings(args: argparse.Namespace) -> dict[str, Any]:
-    settings = {"tokenizer": args.tokenizer, "seed": args.seed}
-    for config in (UnitConfig, SelectionConfig, CorruptionConfig):
-        for f in fields(config):
-            dest = _RENAMED.get(f.name, (None, f.name))[1]
-            settings[dest] = getattr(args, dest)
-    return settings
+    return {"tokenizer": args.tokenizer, "seed": args.seed, **_masking_keywords(args)}
 
 
 def _cmd_mask(args: argparse.Namespace) -> int:
@@ -125,15 +124,6 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     else:
         print_audit(audit)
     return 0 if audit.special_targets == 0 and audit.protected_draws == 0 else 1
-
-
-def _masking_keywords(args: argparse.Namespace) -> dict[str, Any]:
-    keywords = {}
-    for config in (UnitConfig, SelectionConfig, CorruptionConfig):
-        for f in fields(config):
-            dest = _RENAMED.get(f.name, (None, f.name))[1]
-            keywords[dest] = getattr(args, dest)
-    return keywords
 
 
 _PRETRAIN_FLAGS = (
