@@ -86,3 +86,17 @@ def test_console_script_errors_without_traceback():
     assert result.returncode == 2 and "invalid choice" in result.stderr and "Traceback" not in result.stderr
     result = subprocess.run([sys.executable, "-m", "tokenmask.cli", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "stats" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
+def test_tokenizer_train_saves_a_folder_that_loads_and_masks(kind, tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(f"line {i} of a small corpus about kings and queens" for i in range(300)), encoding="utf-8")
+    out = tmp_path / kind
+    assert main(["tokenizer", "train", str(corpus), "--output", str(out), "--kind", kind, "--vocab-size", "120"]) == 0
+    assert "saved to" in capsys.readouterr().out
+    assert main(["mask", "kings and queens", "--tokenizer", str(out), "--json", "--strategy", "whole_word"]) == 0
+    example = json.loads(capsys.readouterr().out)["examples"][0]
+    assert example["tokens"][0] == "[CLS]" and example["tokens"][-1] == "[SEP]"
+    assert any(outcome != "none" for outcome in example["outcomes"])
+    assert main(["tokenizer", "train", str(corpus), "--output", str(out), "--vocab-size", "10"]) == 2

@@ -216,6 +216,23 @@ def _cmd_fill(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tokenizer_train(args: argparse.Namespace) -> int:
+    from tokenmask.data.corpus import read_texts
+    from tokenmask.data.resources import shakespeare_lines
+    from tokenmask.data.tokenizers import train_tokenizer
+
+    if args.vocab_size < 50:
+        raise ValueError(f"--vocab-size must be >= 50; got {args.vocab_size}")
+    texts = read_texts(args.corpus) if args.corpus else iter(shakespeare_lines())
+    tokenizer = train_tokenizer(texts, kind=args.kind, vocab_size=args.vocab_size)
+    args.output.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(args.output)
+    sample = "Shall I compare thee to a summer's day?"
+    print(f"{args.kind} tokenizer with {len(tokenizer):,} entries saved to {args.output}")
+    print(f"  {sample!r} -> {tokenizer.tokenize(sample)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tokenmask",
@@ -297,6 +314,20 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--top-k", type=int, default=5, help="predictions per mask (default: 5)")
     fill.add_argument("--json", action="store_true", help="print JSON")
     fill.set_defaults(run=_cmd_fill)
+
+    tokenizer = commands.add_parser("tokenizer", help="tokenizer tools", description="Tokenizer tools.")
+    tokenizer_commands = tokenizer.add_subparsers(dest="tokenizer_command", required=True, metavar="COMMAND")
+    train = tokenizer_commands.add_parser(
+        "train",
+        help="train a tokenizer on a corpus and save it as a Hugging Face tokenizer folder",
+        description="Train a WordPiece, byte-level BPE or Unigram (SentencePiece-style) tokenizer with "
+        "[CLS]/[SEP]/[MASK] special tokens. Without CORPUS, on the bundled Shakespeare.",
+    )
+    train.add_argument("corpus", nargs="*", help="files, folders or globs (.txt/.md: one text per line; .jsonl)")
+    train.add_argument("--output", type=Path, required=True, help="folder to save the tokenizer in")
+    train.add_argument("--kind", choices=("wordpiece", "bpe", "unigram"), default="wordpiece", help="model (default: wordpiece)")
+    train.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size (default: 8000)")
+    train.set_defaults(run=_cmd_tokenizer_train)
     return parser
 
 
