@@ -150,6 +150,42 @@ def _add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def apply_config_file(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Fill ``args`` from ``args.config`` (YAML) wherever the command line did not set a flag.
+
+    Keys are flag names (``lr``, ``max-steps`` or ``max_steps``, ``strategy``, ``corpus``…).
+
+    Raises:
+        ValueError: unreadable YAML, not a mapping, or a key that is no flag of the command.
+    """
+    import yaml
+
+    try:
+        settings = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{args.config}: not valid YAML ({error})") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{args.config}: expected a mapping of settings")
+    actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "config", "run")}
+    given = {a.dest for a in actions.values() for o in a.option_strings for t in argv if t == o or t.startswith(o + "=")}
+    if getattr(args, "corpus", None):
+        given.add("corpus")
+    for key, value in settings.items():
+        dest = str(key).replace("-", "_")
+        if dest not in actions:
+            raise ValueError(f"{args.config}: unknown setting {key!r}")
+        if dest in given:
+            continue  # flags override the file
+        action = actions[dest]
+        if dest == "corpus":
+            value = [value] if isinstance(value, str) else list(value)
+        elif action.type is not None and value is not None:
+            value = action.type(value)
+        if action.choices is not None and value not in action.choices:
+            raise ValueError(f"{args.config}: {key} must be one of {', '.join(map(str, action.choices))}; got {value!r}")
+        setattr(args, dest, value)
+
+
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmask.render import ProgressReporter, print_fill_demo
     from tokenmask.train.config import PretrainConfig
@@ -286,13 +322,14 @@ def build_parser() -> argparse.ArgumentParser:
         "lines. Without CORPUS, trains on the bundled Shakespeare plays.",
     )
     pretrain.add_argument("corpus", nargs="*", help="files, folders or globs (.txt/.md: one document per paragraph; .jsonl)")
-    pretrain.add_argument("--output", type=Path, required=True, help="output folder (the model ends in OUTPUT/model)")
+    pretrain.add_argument("--output", type=Path, help="output folder (the model ends in OUTPUT/model); required here or in --config")
+    pretrain.add_argument("--config", type=Path, help="YAML file of settings (flag names as keys); flags override it")
     pretrain.add_argument("--no-demo", action="store_true", help="skip the fill-mask demo at the end")
     pretrain.add_argument("--resume", action="store_true", help="continue the run in OUTPUT from its newest checkpoint")
     pretrain.add_argument("--overwrite", action="store_true", help="start afresh in an OUTPUT that already holds a run")
     _add_pretrain_arguments(pretrain)
     _add_masking_arguments(pretrain)
-    pretrain.set_defaults(run=_cmd_pretrain)
+    pretrain.set_defaults(run=_cmd_pretrain, parser=pretrain)
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -333,11 +370,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    for name in ("max_length", "batch_size", "max_tokens", "top_k", "max_blocks"):
-        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
     try:
+        if getattr(args, "config", None) is not None:
+            apply_config_file(args, args.parser, argv)
+        if args.command == "pretrain" and args.output is None:
+            raise ValueError("--output is required (on the command line or in --config)")
+        for name in ("max_length", "batch_size", "max_tokens", "top_k", "max_blocks"):
+            if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         return args.run(args)
     except (ValueError, OSError, UnicodeError) as error:
         print(f"tokenmask {args.command}: error: {error}", file=sys.stderr)

@@ -184,3 +184,27 @@ def test_time_limit_fits_the_schedule_to_the_time(corpus, tmp_path, monkeypatch)
     first_zero = next((i for i, rate in enumerate(rates) if rate == 0.0), len(rates))
     assert first_zero >= 0.85 * result.steps
     assert 0 < rates[first_zero - 1] < 0.15 * max(rates)  # decayed all the way over the run
+
+
+def test_yaml_config_with_flags_overriding_it(corpus, tmp_path, capsys):
+    settings = tmp_path / "run.yaml"
+    out = tmp_path / "from-yaml"
+    settings.write_text(
+        f"corpus: [{corpus}]\noutput: {out}\nlr: 0.002\nmax-steps: 50\nbatch_size: 8\nmax_length: 64\n"
+        "eval_every: 2\neval_blocks: 8\nstrategy: span\nmlm_probability: 0.3\n",
+        encoding="utf-8",
+    )
+    assert main(["pretrain", "--config", str(settings), "--max-steps", "2", "--no-demo"]) == 0
+    resolved = json.loads((out / "run_config.json").read_text())
+    assert resolved["max_steps"] == 2  # the flag wins
+    assert resolved["lr"] == 0.002 and resolved["batch_size"] == 8 and resolved["corpus"] == [str(corpus)]
+    assert resolved["masking"]["strategy"] == "span" and resolved["masking"]["mlm_probability"] == 0.3
+    capsys.readouterr()
+    settings.write_text("learning_rate: 0.1\n", encoding="utf-8")
+    assert main(["pretrain", "--config", str(settings), "--output", str(tmp_path / "x")]) == 2
+    assert "unknown setting 'learning_rate'" in capsys.readouterr().err
+    settings.write_text("strategy: sentences\n", encoding="utf-8")
+    assert main(["pretrain", "--config", str(settings), "--output", str(tmp_path / "x")]) == 2
+    assert "strategy must be one of" in capsys.readouterr().err
+    assert main(["pretrain", "--max-steps", "1"]) == 2
+    assert "--output is required" in capsys.readouterr().err
