@@ -129,6 +129,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 _PRETRAIN_FLAGS = (
     "preset", "init", "max_length", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
     "schedule", "max_steps", "max_time", "eval_every", "eval_blocks", "save_every", "validation_share",
+    "dupe_factor",
 )
 
 

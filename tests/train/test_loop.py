@@ -208,3 +208,28 @@ def test_yaml_config_with_flags_overriding_it(corpus, tmp_path, capsys):
     assert "strategy must be one of" in capsys.readouterr().err
     assert main(["pretrain", "--max-steps", "1"]) == 2
     assert "--output is required" in capsys.readouterr().err
+
+
+def test_static_masking_reuses_dupe_factor_masks(bert_tokenizer, lines):
+    from tokenmask.data.blocks import pack_texts
+    from tokenmask.data.collator import MaskingCollator
+    from tokenmask.train.loop import _batches
+
+    blocks = [{**b, "block": b["id"]} for b in pack_texts(lines[:200], bert_tokenizer, block_length=32)][:16]
+
+    def labels_by_epoch(dupe_factor):
+        settings = PretrainConfig(output="unused", max_steps=1, batch_size=16, dupe_factor=dupe_factor)
+        stream = _batches(blocks, MaskingCollator(bert_tokenizer, seed=0), settings)
+        epochs = []
+        for _ in range(4):  # one batch = one epoch here; the rows come in a new order each epoch
+            batch = next(stream)
+            epochs.append({int(b): batch["labels"][row] for row, b in enumerate(batch["block"])})
+        return epochs
+
+    def same(a, b):
+        return all(torch.equal(a[k], b[k]) for k in a)
+
+    static = labels_by_epoch(2)
+    assert same(static[0], static[2]) and same(static[1], static[3]) and not same(static[0], static[1])
+    dynamic = labels_by_epoch(None)
+    assert not same(dynamic[0], dynamic[2])

@@ -37,6 +37,10 @@ class PretrainConfig:
     overwrite: bool = field(default=False, metadata=_doc("start afresh in an OUTPUT that already holds a run"))
     validation_share: float = field(default=0.02, metadata=_doc("share of documents held out"))
     seed: int = field(default=0, metadata=_doc("random seed (model init, order, masks)"))
+    dupe_factor: int | None = field(
+        default=None,
+        metadata=_doc("static masking: only this many different masks per block, reused in turn (none = new masks every epoch)"),
+    )
     masking: dict[str, Any] = field(default_factory=dict, metadata=_doc("MaskingCollator keyword arguments"))
 
     def __post_init__(self) -> None:
@@ -54,6 +58,8 @@ class PretrainConfig:
             raise ValueError(f"schedule must be 'linear' or 'cosine'; got {self.schedule!r}")
         if not 0.0 < self.validation_share < 0.5:
             raise ValueError(f"validation_share must be in (0, 0.5); got {self.validation_share}")
+        if self.dupe_factor is not None and self.dupe_factor < 1:
+            raise ValueError(f"dupe_factor must be >= 1; got {self.dupe_factor}")
         if self.max_steps is None and self.max_time is None:
             raise ValueError("give max_steps or max_time (or both)")
         if self.max_steps is not None and self.max_steps < 1:

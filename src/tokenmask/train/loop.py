@@ -67,7 +67,8 @@ def corpus_texts(corpus: tuple[str, ...]) -> list[str]:
 
 
 def _batches(blocks: list[dict[str, Any]], collator: MaskingCollator, config: PretrainConfig, *, skip: int = 0) -> Iterator[dict]:
-    """Micro-batches forever: a new seeded order and new masks each epoch.
+    """Micro-batches forever: a new seeded order each epoch, and new masks (dynamic masking) or
+    the masks of ``epoch % dupe_factor`` (static masking).
 
     ``skip`` micro-batches are passed over without collating them (resuming): the order and
     the masks are functions of (seed, epoch, block), so the rest is what an uninterrupted run sees.
@@ -77,7 +78,7 @@ def _batches(blocks: list[dict[str, Any]], collator: MaskingCollator, config: Pr
         raise ValueError(f"{len(blocks)} training blocks do not fill one batch of {config.batch_size}")
     epoch, offset = divmod(skip, per_epoch)
     while True:
-        collator.set_epoch(epoch)
+        collator.set_epoch(epoch % config.dupe_factor if config.dupe_factor else epoch)  # static / dynamic
         order = torch.randperm(len(blocks), generator=torch.Generator().manual_seed(config.seed * 1000 + epoch))
         for index in range(offset, per_epoch):
             chosen = order[index * config.batch_size : (index + 1) * config.batch_size].tolist()
