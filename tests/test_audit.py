@@ -43,3 +43,11 @@ def test_audit_of_shakespeare_matches_the_configuration(bert_tokenizer, strategy
     assert len(estimates) == checked
     for estimate in estimates:
         assert estimate.consistent, (estimate.name, estimate.rate, estimate.interval, estimate.expected)
+
+
+def test_audit_uses_the_collators_words_when_examples_carry_none(bert_tokenizer, lines):
+    collator = MaskingCollator(bert_tokenizer, strategy="whole_word", seed=0)
+    blocks = [{k: v for k, v in b.items() if k != "word_ids"} for b in pack_texts(lines[:400], bert_tokenizer, block_length=64)]
+    audit = audit_masking(blocks, collator, batch_size=64)
+    assert audit.units > 0 and 0 < audit.selected_units < audit.units
+    assert audit.targets == sum(audit.outcomes.values())

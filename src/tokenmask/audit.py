@@ -230,12 +230,15 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch, masked) 
         audit.unit_lengths[1] += int(targets.sum()) if config.strategy == "token" else 0
         return
     keys = RowKeys.derive(batch.example_ids, seed=collator.seed, epoch=collator.epoch)
-    units = build_units(config, eligible, keys, word_ids=batch.word_ids)
+    word_ids = collator.word_ids(batch)  # the same words the collator masked with
+    units = build_units(config, eligible, keys, word_ids=word_ids)
     starts = unit_starts(units)
     audit.units += int(starts.sum())
     audit.selected_units += int((starts & targets).sum())
-    words = build_units(UnitConfig(strategy="whole_word"), eligible, keys, word_ids=batch.word_ids)
-    _count_unit_lengths(audit, units, unit_starts(words), starts & targets, _longest_unit(config))
+    word_starts = starts
+    if config.strategy != "whole_word":
+        word_starts = unit_starts(build_units(UnitConfig(strategy="whole_word"), eligible, keys, word_ids=word_ids))
+    _count_unit_lengths(audit, units, word_starts, starts & targets, _longest_unit(config))
 
 
 def _longest_unit(config: UnitConfig) -> int | None:

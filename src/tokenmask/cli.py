@@ -217,17 +217,17 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tokenmask.data.collator import MaskingCollator
-    from tokenmask.data.pretrain import build_blocks
+    from tokenmask.data.pretrain import DEFAULT_VALIDATION_SHARE, build_blocks
     from tokenmask.data.tokenizers import load_tokenizer
-    from tokenmask.train.config import PretrainConfig
     from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
     from tokenmask.train.loop import corpus_texts
     from tokenmask.train.models import load_model
 
     tokenizer = load_tokenizer(args.model)
     model = load_model(args.model, vocab_size=len(tokenizer), max_length=args.max_length)
-    share = PretrainConfig.__dataclass_fields__["validation_share"].default  # pretrain's split
-    blocks = build_blocks(corpus_texts(tuple(args.corpus)), tokenizer, block_length=args.max_length, validation_share=share)
+    blocks = build_blocks(
+        corpus_texts(tuple(args.corpus)), tokenizer, block_length=args.max_length, validation_share=DEFAULT_VALIDATION_SHARE
+    )
     collator = MaskingCollator(tokenizer, seed=args.seed + EVAL_SEED_OFFSET, **_masking_keywords(args))
     data = blocks.validation if not args.corpus else blocks.train + blocks.validation
     metrics = evaluate_mlm(model, data[: args.max_blocks], collator, batch_size=32)

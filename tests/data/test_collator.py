@@ -305,3 +305,8 @@ def test_set_epoch_reaches_dataloader_workers(bert_tokenizer, sample):
     assert torch.equal(batch["labels"], expected)
     collator.set_epoch(0)
     assert not torch.equal(collator(features)["labels"], expected)
+
+
+def test_labels_in_any_example_are_refused(bert_tokenizer):
+    with pytest.raises(ValueError, match="'labels'"):
+        MaskingCollator(bert_tokenizer)([{"input_ids": [101, 2000, 102]}, {"input_ids": [101, 2001, 102], "labels": 0}])

@@ -167,12 +167,18 @@ class MaskingCollator:
             out = left_pad(out, batch.lengths, {"input_ids": self.pad_token_id or 0, "labels": IGNORE_INDEX})
         return out
 
+    def word_ids(self, batch: PaddedBatch) -> np.ndarray | None:
+        """The word ids masking uses: the examples' own, else (for word strategies) the decoder's."""
+        if batch.word_ids is None and self.unit_config.needs_words:
+            return word_ids_from_decoder(self.tokenizer, batch.input_ids, batch.attention_mask)
+        return batch.word_ids
+
     def mask(self, features: Sequence[Feature]) -> tuple[PaddedBatch, MaskedBatch]:
         """Pad and mask; returns the padded batch and the :class:`MaskedBatch` (right-padded).
 
         Useful to inspect outcomes (mask / random / keep) next to the originals.
         """
-        if len(features) and "labels" in features[0]:
+        if any("labels" in f for f in features):
             raise ValueError(
                 "examples already carry 'labels': MaskingCollator writes MLM labels and would "
                 "overwrite them; drop the column, or use MaskingAugmenter to keep task labels"
@@ -185,9 +191,7 @@ class MaskingCollator:
             sequence_fills={"token_type_ids": int(getattr(self.tokenizer, "pad_token_type_id", 0))},
             with_word_ids=self.unit_config.needs_words,
         )
-        word_ids = batch.word_ids
-        if self.unit_config.needs_words and word_ids is None:
-            word_ids = word_ids_from_decoder(self.tokenizer, batch.input_ids, batch.attention_mask)
+        word_ids = self.word_ids(batch)
         given = None
         if self.unit_config.strategy == "given":
             spans = column(features, "given_spans")

@@ -15,6 +15,9 @@ from transformers import PreTrainedTokenizerBase
 
 from tokenmask.data.blocks import pack_texts
 
+DEFAULT_VALIDATION_SHARE = 0.02
+"""Share of documents held out by default (``pretrain`` and ``evaluate`` agree on it)."""
+
 
 @dataclass(frozen=True)
 class PretrainBlocks:

@@ -120,17 +120,12 @@ def _position_offsets(positions: np.ndarray) -> np.ndarray:
     return offsets
 
 
-_HALVES = (0, 1) if np.little_endian else (1, 0)  # uint32 index of the (low, high) halves
+_LOW_HALF = 0 if np.little_endian else 1  # uint32 index of the low half of a uint64
 
 
 def low32(words: np.ndarray) -> np.ndarray:
     """The low 32 bits of uint64 words: a uint32 view, no copy."""
-    return words.view(np.uint32).reshape(*words.shape, 2)[..., _HALVES[0]]
-
-
-def high32(words: np.ndarray) -> np.ndarray:
-    """The high 32 bits of uint64 words: a uint32 view, no copy."""
-    return words.view(np.uint32).reshape(*words.shape, 2)[..., _HALVES[1]]
+    return words.view(np.uint32).reshape(*words.shape, 2)[..., _LOW_HALF]
 
 
 def unit_float(words: np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tokenmask.data.pretrain import DEFAULT_VALIDATION_SHARE
 from tokenmask.train.models import PRESETS
 
 
@@ -35,7 +36,7 @@ class PretrainConfig:
     save_every: int = field(default=200, metadata=_doc("write a resumable checkpoint every N steps (the last 2 are kept)"))
     resume: bool = field(default=False, metadata=_doc("continue the run in OUTPUT from its newest checkpoint"))
     overwrite: bool = field(default=False, metadata=_doc("start afresh in an OUTPUT that already holds a run"))
-    validation_share: float = field(default=0.02, metadata=_doc("share of documents held out"))
+    validation_share: float = field(default=DEFAULT_VALIDATION_SHARE, metadata=_doc("share of documents held out"))
     seed: int = field(default=0, metadata=_doc("random seed (model init, order, masks)"))
     dupe_factor: int | None = field(
         default=None,
