@@ -128,8 +128,8 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 _PRETRAIN_FLAGS = (
     "preset", "init", "max_length", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
-    "schedule", "max_steps", "max_time", "eval_every", "eval_blocks", "save_every", "validation_share",
-    "dupe_factor",
+    "schedule", "max_steps", "max_tokens", "max_time", "eval_every", "eval_blocks", "save_every",
+    "validation_share", "dupe_factor", "mlm_probability_end", "eval_mlm_probability", "precision", "cpu",
 )
 
 
@@ -138,17 +138,20 @@ def _add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     from tokenmask.train.models import PRESETS
 
     docs = {f.name: f for f in fields(PretrainConfig)}
-    choices = {"preset": tuple(PRESETS), "schedule": ("linear", "cosine")}
+    choices = {"preset": tuple(PRESETS), "schedule": ("linear", "cosine"), "precision": ("auto", "fp32", "bf16")}
     defaults = {"max_time": 9.0}
+    texts = ("preset", "init", "schedule", "precision")
+    numbers = ("lr", "weight_decay", "warmup", "max_time", "validation_share", "mlm_probability_end", "eval_mlm_probability")
     group = parser.add_argument_group("training")
     for name in _PRETRAIN_FLAGS:
         f = docs[name]
         default = defaults.get(name, f.default)
-        kind = str if name in ("preset", "init", "schedule") else float if name in ("lr", "weight_decay", "warmup", "max_time", "validation_share") else int
-        group.add_argument(
-            f"--{name.replace('_', '-')}", type=kind, default=default, choices=choices.get(name),
-            help=f"{f.metadata['help']} (default: {default})",
-        )
+        flag, help_text = f"--{name.replace('_', '-')}", f"{f.metadata['help']} (default: {default})"
+        if isinstance(default, bool):
+            group.add_argument(flag, action="store_true", help=help_text)
+            continue
+        kind = str if name in texts else float if name in numbers else int
+        group.add_argument(flag, type=kind, default=default, choices=choices.get(name), help=help_text)
 
 
 def apply_config_file(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -206,7 +209,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         result = pretrain(config, reporter)
     print(
         f"trained {result.steps:,} steps on {result.tokens:,} tokens in {result.seconds / 60:.1f} min; "
-        f"model in {result.output}/model"
+        f"model in {result.output}/model; metrics in {result.output}/metrics.jsonl and metrics.png"
     )
     if not args.no_demo:
         from tokenmask.data.pretrain import held_out_lines

@@ -233,3 +233,69 @@ def test_static_masking_reuses_dupe_factor_masks(bert_tokenizer, lines):
     assert same(static[0], static[2]) and same(static[1], static[3]) and not same(static[0], static[1])
     dynamic = labels_by_epoch(None)
     assert not same(dynamic[0], dynamic[2])
+
+
+def records_of(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_masking_rate_schedule_goes_from_start_to_end_rate(corpus, tmp_path):
+    # 0.30 -> 0.15 over 12 steps. Each step masks ~ 8 x 64 = 512 tokens (~ 500 maskable): the
+    # selected share is binomial, sd <= sqrt(0.3 * 0.7 / 500) = 0.02; bands are +-0.07 (> 3 sd).
+    pretrain(config(corpus, tmp_path / "sched", masking={"mlm_probability": 0.3}, mlm_probability_end=0.15, eval_every=100))
+    steps = [r for r in records_of(tmp_path / "sched") if "loss" in r]
+    rates = [r["mlm_probability"] for r in steps]
+    assert rates[0] == pytest.approx(0.3) and rates[-1] == pytest.approx(0.3 - 0.15 * 11 / 12)
+    assert all(a > b for a, b in zip(rates, rates[1:]))
+    first, last = steps[0]["targets"] / 512, steps[-1]["targets"] / 512
+    assert 0.23 <= first <= 0.37 and 0.09 <= last <= 0.23
+
+
+def test_token_limit_stops_the_run_and_spans_the_schedule(corpus, tmp_path):
+    # 8 blocks of 64 tokens per step: 5,000 tokens end the run at step ceil(5000 / 512) = 10,
+    # where a linear schedule fitted to the limit is back near zero.
+    result = pretrain(config(corpus, tmp_path / "tokens", max_steps=None, max_tokens=5000, eval_every=100, warmup=0.1))
+    assert result.steps == 10 and 5000 <= result.tokens < 5000 + 512
+    rates = [r["lr"] for r in records_of(tmp_path / "tokens") if "lr" in r]
+    assert rates[-1] < 0.05 * max(rates)
+
+
+def test_run_log_plot_and_tensorboard(corpus, tmp_path):
+    pretrain(config(corpus, tmp_path / "logs", max_steps=4, eval_every=2))
+    png = (tmp_path / "logs" / "metrics.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+    events = list((tmp_path / "logs" / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 100
+
+
+def test_plot_without_records_is_skipped(tmp_path):
+    from tokenmask.train.logs import plot_metrics
+
+    assert plot_metrics([], tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
+
+
+def test_bf16_autocast_runs_close_to_fp32(corpus, tmp_path):
+    from tokenmask.train.loop import resolve_precision
+
+    assert resolve_precision("fp32", torch.device("cpu")) == "fp32"
+    native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
+    assert resolve_precision("auto", torch.device("cpu")) == ("bf16" if native else "fp32")
+    full = pretrain(config(corpus, tmp_path / "fp32", max_steps=2, eval_every=100, precision="fp32"))
+    half = pretrain(config(corpus, tmp_path / "bf16", max_steps=2, eval_every=100, precision="bf16"))
+    for a, b in zip(full.evaluations, half.evaluations):  # bf16 keeps ~3 significant digits
+        assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=0.02)
+    assert half.model.dtype == torch.float32  # autocast: the weights stay fp32
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"max_steps": None}, "give max_steps, max_tokens or max_time"),
+        ({"max_tokens": 0}, "max_tokens must be >= 1"),
+        ({"mlm_probability_end": 1.5}, "mlm_probability_end must be in"),
+        ({"precision": "fp16"}, "precision must be"),
+    ],
+)
+def test_config_names_the_bad_setting(overrides, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        config("corpus.txt", tmp_path, **overrides)

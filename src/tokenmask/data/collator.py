@@ -7,6 +7,7 @@ examples lack them, run :func:`tokenmask.masking.mask_tokens`, return tensors.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -154,6 +155,13 @@ class MaskingCollator:
         if epoch < 0:
             raise ValueError(f"epoch must be >= 0; got {epoch}")
         self.epoch = int(epoch)
+
+    def set_mlm_probability(self, mlm_probability: float) -> None:
+        """Select this share of tokens from now on (a masking-rate schedule, e.g. 0.3 -> 0.15).
+
+        Masks stay a pure function of (seed, epoch, example id, tokens) and the rate.
+        """
+        self.selection = replace(self.selection, mlm_probability=float(mlm_probability))
 
     def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
         batch, masked = self.mask(features)

@@ -31,6 +31,7 @@ class PretrainConfig:
     schedule: Literal["linear", "cosine"] = field(default="linear", metadata=_doc("decay after warm-up"))
     max_steps: int | None = field(default=None, metadata=_doc("stop after this many optimizer steps"))
     max_time: float | None = field(default=None, metadata=_doc("stop after this many minutes"))
+    max_tokens: int | None = field(default=None, metadata=_doc("stop after this many training tokens"))
     eval_every: int = field(default=100, metadata=_doc("evaluate (at fixed masks) every N steps"))
     eval_blocks: int = field(default=128, metadata=_doc("validation blocks used per evaluation"))
     save_every: int = field(default=200, metadata=_doc("write a resumable checkpoint every N steps (the last 2 are kept)"))
@@ -42,6 +43,17 @@ class PretrainConfig:
         default=None,
         metadata=_doc("static masking: only this many different masks per block, reused in turn (none = new masks every epoch)"),
     )
+    mlm_probability_end: float | None = field(
+        default=None,
+        metadata=_doc("masking-rate schedule: end at this rate, linearly from --mlm-probability (none = constant)"),
+    )
+    eval_mlm_probability: float = field(
+        default=0.15, metadata=_doc("masking rate of the fixed evaluation masks (the same for every recipe, so runs compare)")
+    )
+    precision: Literal["auto", "fp32", "bf16"] = field(
+        default="auto", metadata=_doc("auto = bf16 autocast where the hardware has it (recent GPUs, AMX/AVX512-BF16 CPUs), else fp32")
+    )
+    cpu: bool = field(default=False, metadata=_doc("train on the CPU even if a GPU is present"))
     masking: dict[str, Any] = field(default_factory=dict, metadata=_doc("MaskingCollator keyword arguments"))
 
     def __post_init__(self) -> None:
@@ -61,8 +73,16 @@ class PretrainConfig:
             raise ValueError(f"validation_share must be in (0, 0.5); got {self.validation_share}")
         if self.dupe_factor is not None and self.dupe_factor < 1:
             raise ValueError(f"dupe_factor must be >= 1; got {self.dupe_factor}")
-        if self.max_steps is None and self.max_time is None:
-            raise ValueError("give max_steps or max_time (or both)")
+        if self.max_steps is None and self.max_time is None and self.max_tokens is None:
+            raise ValueError("give max_steps, max_tokens or max_time (any of them; the first reached stops the run)")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1; got {self.max_tokens}")
+        for name in ("mlm_probability_end", "eval_mlm_probability"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 < value <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1]; got {value}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16'; got {self.precision!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1; got {self.max_steps}")
         if self.max_time is not None and self.max_time <= 0:

@@ -1,0 +1,101 @@
+"""Where a run's numbers go: JSON Lines always, TensorBoard when installed, a PNG plot at the end.
+
+One :class:`RunLog` per run; the loop calls :meth:`RunLog.write` with flat records
+(``{"step": 10, "loss": 6.2, ...}``) and never asks which sinks exist.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "metrics.png"
+
+
+class RunLog:
+    """Appends records to ``folder/metrics.jsonl`` and mirrors numbers to TensorBoard.
+
+    Args:
+        folder: the run's output folder.
+        append: continue an existing file (resuming) instead of starting a new one.
+        tensorboard: also write TensorBoard events under ``folder/tensorboard`` when the
+            ``tensorboard`` package is installed (silently skipped otherwise).
+    """
+
+    def __init__(self, folder: Path, *, append: bool = False, tensorboard: bool = True) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._file = (self.folder / METRICS_FILE).open("a" if append else "w", encoding="utf-8")
+        self._board = _tensorboard_writer(self.folder / "tensorboard") if tensorboard else None
+
+    @property
+    def tensorboard(self) -> bool:
+        """Whether TensorBoard events are being written."""
+        return self._board is not None
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Log one record; numeric fields other than ``step`` go to TensorBoard under their name."""
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        if self._board is not None and "step" in record:
+            for key, value in record.items():
+                if key != "step" and isinstance(value, int | float):
+                    self._board.add_scalar(key, value, record["step"])
+
+    def close(self) -> None:
+        self._file.close()
+        if self._board is not None:
+            self._board.close()
+
+
+def _tensorboard_writer(folder: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # the tensorboard package is optional
+        return None
+    return SummaryWriter(log_dir=str(folder))
+
+
+def read_metrics(folder: Path) -> list[dict[str, Any]]:
+    """The records of ``folder/metrics.jsonl`` (empty if there is none)."""
+    path = Path(folder) / METRICS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_metrics(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Save training loss, evaluation loss and masked-token accuracy against step as a PNG.
+
+    Returns the path, or None when there is nothing to plot or matplotlib is missing.
+    """
+    training = [(r["step"], r["loss"]) for r in records if "loss" in r]
+    evaluation = [(r["step"], r["eval_loss"], r["eval_accuracy"]) for r in records if "eval_loss" in r]
+    if not training and not evaluation:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, no display
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, (loss_axes, accuracy_axes) = plt.subplots(1, 2, figsize=(10, 4))
+    if training:
+        loss_axes.plot(*zip(*training), label="training (per step)", linewidth=0.8, alpha=0.7)
+    if evaluation:
+        steps, losses, accuracies = zip(*evaluation)
+        loss_axes.plot(steps, losses, "o-", label="validation (fixed masks)")
+        accuracy_axes.plot(steps, accuracies, "o-", color="tab:green")
+    loss_axes.set(xlabel="optimizer step", ylabel="cross-entropy per masked token", title="MLM loss")
+    loss_axes.legend()
+    accuracy_axes.set(xlabel="optimizer step", ylabel="accuracy", title="validation masked-token accuracy")
+    for axes in (loss_axes, accuracy_axes):
+        axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return Path(path)
