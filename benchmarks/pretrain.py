@@ -1,16 +1,29 @@
-"""Training throughput: tokenmask's pre-training loop against the Hugging Face recipe.
+"""Pre-training: tokenmask's loop against the Hugging Face recipe, at equal model, data and batch.
 
-The same model configuration (a preset, freshly initialised with the same seed), the same
-128-token blocks of Shakespeare and the same batch size, for the same number of optimizer
-steps: ``tokenmask.train.loop.pretrain`` (MaskingCollator + sparse head + normalised loss)
-against ``transformers.Trainer`` + ``DataCollatorForLanguageModeling`` (run_mlm.py style,
-full prediction head). Step times are taken per step (a Trainer callback on one side, the
-run's metrics on the other) and the median after the first few steps is reported.
+Both sides train the same model configuration (a preset, freshly initialised with the same
+seed) on the same 128-token blocks of the bundled Shakespeare with the same batch size and
+optimizer settings (AdamW, betas 0.9/0.98, eps 1e-6, weight decay 0.01, 6% warm-up, linear
+decay, gradient clipping at 1):
+
+- tokenmask: ``tokenmask.train.loop.pretrain`` (MaskingCollator, sparse prediction head,
+  loss normalised per optimizer step);
+- Hugging Face: ``transformers.Trainer`` + ``DataCollatorForLanguageModeling`` (full
+  prediction head), as ``run_mlm.py`` does.
+
+Two measurements:
+
+1. Throughput: ``--steps`` optimizer steps per run, runs alternating between the two sides
+   ``--repeats`` times; each run's median step time (after the first few steps), then the
+   median over runs. Also the share of tokenmask's step time spent collating and masking.
+2. With ``--equal-time MINUTES``: each side trains for that wall-clock time (its learning-rate
+   schedule fitted to the time: tokenmask fits its own; the Trainer gets the number of steps
+   its measured pace allows), then both models are scored on the same held-out blocks at the
+   same fixed masks (tokenmask's ``evaluate_mlm``): masked-token accuracy and loss.
 
 Run from the repository root::
 
-    python benchmarks/pretrain.py                      # bert-mini, 16 steps each, ~2-3 min on 2 cores
-    python benchmarks/pretrain.py --preset bert-tiny --steps 30
+    python benchmarks/pretrain.py                          # throughput, bert-mini, ~5 min on 2 cores
+    python benchmarks/pretrain.py --equal-time 4           # plus accuracy at 4 minutes each (~14 min)
 """
 
 from __future__ import annotations
@@ -25,85 +38,138 @@ from pathlib import Path
 import torch
 from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
-from tokenmask.data.blocks import pack_texts
+from tokenmask.data.collator import MaskingCollator
+from tokenmask.data.pretrain import build_blocks
 from tokenmask.data.resources import shakespeare_scenes
 from tokenmask.data.tokenizers import load_tokenizer
 from tokenmask.train.config import PretrainConfig
+from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.loop import pretrain
 from tokenmask.train.models import build_model
 
 WARMUP_STEPS = 3  # left out of the medians
+LR = 1e-3
+VALIDATION_SHARE = 0.02
+EVAL_BLOCKS = 128
 
 
 class StepClock(TrainerCallback):
-    """Wall time at the end of every Trainer step."""
+    """Wall time at the end of every Trainer step; stops training after ``budget`` seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: float | None = None) -> None:
         self.times: list[float] = []
+        self.budget = budget
+        self.started = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         self.times.append(time.perf_counter())
+        if self.budget is not None and self.times[-1] - self.started > self.budget:
+            control.should_training_stop = True
 
 
 def median_step(times: list[float]) -> float:
-    gaps = [b - a for a, b in zip(times, times[1:])][WARMUP_STEPS:]
-    return statistics.median(gaps)
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return statistics.median(gaps[WARMUP_STEPS:] or gaps or [float("nan")])
 
 
-def run_hf(preset: str, steps: int, batch_size: int, blocks: list[dict], tokenizer, workdir: Path) -> float:
+def run_hf(preset: str, steps: int, batch_size: int, blocks: list[dict], tokenizer, workdir: Path, *, budget: float | None = None):
+    """Train with the Trainer recipe; returns (median step seconds, steps done, model)."""
     torch.manual_seed(0)
     model = build_model(preset, vocab_size=len(tokenizer), max_length=128, pad_token_id=tokenizer.pad_token_id)
-    clock = StepClock()
+    clock = StepClock(budget)
     args = TrainingArguments(
         output_dir=str(workdir / "hf"), per_device_train_batch_size=batch_size, max_steps=steps,
-        learning_rate=1e-3, report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no",
-        dataloader_num_workers=0,
+        learning_rate=LR, adam_beta2=0.98, adam_epsilon=1e-6, weight_decay=0.01, warmup_steps=0.06,
+        lr_scheduler_type="linear", max_grad_norm=1.0, report_to=[], use_cpu=True, save_strategy="no",
+        logging_strategy="no", dataloader_num_workers=0, seed=0,
     )
     data = [{"input_ids": b["input_ids"]} for b in blocks]
     trainer = Trainer(model=model, args=args, train_dataset=data,
                       data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15), callbacks=[clock])
     trainer.train()
-    return median_step(clock.times)
+    return median_step(clock.times), len(clock.times), model
 
 
-def run_ours(preset: str, steps: int, batch_size: int, corpus: Path, workdir: Path) -> float:
+def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, minutes: float | None = None):
+    """Train with tokenmask's loop on the bundled plays; returns (median step s, collate share, steps, model)."""
     config = PretrainConfig(
-        output=str(workdir / "ours"), corpus=(str(corpus),), preset=preset, max_steps=steps, batch_size=batch_size,
-        lr=1e-3, eval_every=10**6, eval_blocks=1, save_every=10**6, validation_share=0.01,
+        output=str(workdir / "ours"), preset=preset, max_steps=steps, max_time=minutes,
+        batch_size=batch_size, lr=LR, eval_every=10**6, eval_blocks=1, save_every=10**6,
+        validation_share=VALIDATION_SHARE, overwrite=True,
     )
-    pretrain(config)
+    result = pretrain(config)
     records = [json.loads(line) for line in (workdir / "ours" / "metrics.jsonl").read_text().splitlines()]
-    return median_step([r["seconds"] for r in records if "loss" in r])
+    steps_records = [r for r in records if "loss" in r]
+    step = median_step([r["seconds"] for r in steps_records])
+    collate = statistics.median(r["data_seconds"] for r in steps_records[WARMUP_STEPS:] or steps_records)
+    return step, collate / step, result.steps, result.model
+
+
+def throughput(args, tokenizer, train_blocks, workdir: Path) -> dict:
+    ours, hf, shares = [], [], []
+    for _ in range(args.repeats):
+        step, share, _, _ = run_ours(args.preset, args.steps, args.batch_size, workdir)
+        ours.append(step)
+        shares.append(share)
+        hf.append(run_hf(args.preset, args.steps, args.batch_size, train_blocks, tokenizer, workdir)[0])
+    tokens = args.batch_size * 128
+    ours_step, hf_step = statistics.median(ours), statistics.median(hf)
+    print(
+        f"throughput, {args.preset}, batch {args.batch_size}x128, {torch.get_num_threads()} threads, median of "
+        f"{args.repeats} runs x steps {WARMUP_STEPS + 2}-{args.steps}: tokenmask {ours_step:.3f} s/step "
+        f"({tokens / ours_step:,.0f} tok/s), HF Trainer recipe {hf_step:.3f} s/step ({tokens / hf_step:,.0f} tok/s): "
+        f"{hf_step / ours_step:.2f}x; collating + masking {100 * statistics.median(shares):.2f}% of tokenmask's step"
+    )
+    return {
+        "ours_s_per_step": ours_step, "hf_s_per_step": hf_step, "ours_runs": ours, "hf_runs": hf,
+        "ours_tokens_per_s": tokens / ours_step, "hf_tokens_per_s": tokens / hf_step, "ratio": hf_step / ours_step,
+        "collate_share": statistics.median(shares),
+    }
+
+
+def equal_time(args, tokenizer, blocks, workdir: Path, hf_step: float) -> dict:
+    budget = args.equal_time * 60
+    collator = MaskingCollator(tokenizer, seed=EVAL_SEED_OFFSET)  # the same fixed masks for both
+    validation = blocks.validation[:EVAL_BLOCKS]
+    _, _, ours_steps, ours_model = run_ours(args.preset, None, args.batch_size, workdir, minutes=args.equal_time)
+    ours = evaluate_mlm(ours_model, validation, collator, batch_size=32)
+    _, hf_steps, hf_model = run_hf(
+        args.preset, max(10, int(0.95 * budget / hf_step)), args.batch_size, blocks.train, tokenizer, workdir, budget=budget
+    )
+    hf = evaluate_mlm(hf_model, validation, collator, batch_size=32)
+    print(
+        f"equal time, {args.equal_time:g} min each, {ours.targets:,} fixed masked tokens in {len(validation)} held-out "
+        f"blocks: tokenmask {ours_steps} steps, accuracy {ours.accuracy:.4f}, loss {ours.loss:.3f}; "
+        f"HF Trainer recipe {hf_steps} steps, accuracy {hf.accuracy:.4f}, loss {hf.loss:.3f}"
+    )
+    return {
+        "minutes": args.equal_time, "eval_targets": ours.targets,
+        "ours": {"steps": ours_steps, **ours.as_dict()}, "hf": {"steps": hf_steps, **hf.as_dict()},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="bert-mini")
-    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=16, help="optimizer steps per throughput run")
+    parser.add_argument("--repeats", type=int, default=2, help="throughput runs per side, alternating")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--equal-time", type=float, metavar="MINUTES", help="also compare accuracy after this training time")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
     tokenizer = load_tokenizer("bert-base-uncased")
-    scenes = shakespeare_scenes()[:120]
+    # the same documents, split and blocks as tokenmask's default run (the bundled plays)
+    blocks = build_blocks(shakespeare_scenes(), tokenizer, block_length=128, validation_share=VALIDATION_SHARE)
+    result = {"preset": args.preset, "batch": f"{args.batch_size}x128", "threads": torch.get_num_threads(), "steps": args.steps}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        corpus = workdir / "scenes.txt"
-        corpus.write_text("\n\n".join(scenes), encoding="utf-8")
-        blocks = [b for b in pack_texts(scenes, tokenizer, block_length=128) if len(b["input_ids"]) == 128]
-        ours = run_ours(args.preset, args.steps, args.batch_size, corpus, workdir)
-        hf = run_hf(args.preset, args.steps, args.batch_size, blocks, tokenizer, workdir)
-    tokens = args.batch_size * 128
-    result = {
-        "preset": args.preset, "batch": f"{args.batch_size}x128", "steps": args.steps, "threads": torch.get_num_threads(),
-        "ours_s_per_step": ours, "hf_s_per_step": hf, "ours_tokens_per_s": tokens / ours, "hf_tokens_per_s": tokens / hf,
-        "ratio": hf / ours,
-    }
-    print(
-        f"{args.preset}, batch {args.batch_size}x128, {torch.get_num_threads()} threads, median of steps "
-        f"{WARMUP_STEPS + 2}-{args.steps}: tokenmask {ours:.3f} s/step ({tokens / ours:,.0f} tok/s), "
-        f"HF Trainer recipe {hf:.3f} s/step ({tokens / hf:,.0f} tok/s): {hf / ours:.2f}x"
-    )
+        result["throughput"] = throughput(args, tokenizer, blocks.train, workdir)
+        if args.equal_time:
+            result["equal_time"] = equal_time(args, tokenizer, blocks, workdir, result["throughput"]["hf_s_per_step"])
     if args.json:
         args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
 

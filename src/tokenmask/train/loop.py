@@ -326,7 +326,9 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Pr
             evaluate()
         while True:
             run.collator.set_mlm_probability(masking_rate(config, result.steps, schedule.horizon if schedule.fitted else None))
-            micro_batches = [next(batches) for _ in range(config.grad_accum)]
+            fetching = time.perf_counter()
+            micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate + mask
+            data_seconds = time.perf_counter() - fetching
             targets = sum(int((b["labels"] != IGNORE_INDEX).sum()) for b in micro_batches)
             loss, tokens = backward_step(model, micro_batches, accelerator=accelerator)
             accelerator.clip_grad_norm_(model.parameters(), 1.0)
@@ -338,7 +340,8 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Pr
             elapsed = time.perf_counter() - start
             log.write({
                 "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0],
-                "targets": targets, "mlm_probability": run.collator.selection.mlm_probability, "seconds": elapsed,
+                "targets": targets, "mlm_probability": run.collator.selection.mlm_probability,
+                "seconds": elapsed, "data_seconds": data_seconds,
             })  # fmt: skip
             if not schedule.fitted:
                 # fixed once (so resumable): from the tokens of step 1, or for a time limit from
