@@ -1,6 +1,7 @@
 """The command line: demo, JSON output, statistics, and clean errors (exit code 2)."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -89,6 +90,7 @@ def test_console_script_errors_without_traceback():
     assert result.returncode == 0 and "stats" in result.stdout
 
 
+
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
 def test_tokenizer_train_saves_a_folder_that_loads_and_masks(kind, tmp_path, capsys):
     corpus = tmp_path / "c.txt"
@@ -121,3 +123,29 @@ def test_pretrain_continues_from_minilm(tmp_path, capsys, lines):
     # one small step away from the real encoder, not from a random one (std 0.02)
     start = load_file(minilm_dir() / "model.safetensors")["embeddings.word_embeddings.weight"]
     assert torch.allclose(model.bert.embeddings.word_embeddings.weight.detach(), start, atol=1e-3)
+    assert main(["evaluate", "minilm", str(corpus), "--max-length", "32", "--max-blocks", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["targets"] > 0
+
+
+def test_evaluate_pseudo_perplexity(tmp_path, capsys, lines, bert_tokenizer):
+    from tokenmask.train.models import build_model
+
+    folder = tmp_path / "model"
+    torch.manual_seed(0)
+    build_model("bert-tiny", vocab_size=len(bert_tokenizer), max_length=32, pad_token_id=0).save_pretrained(folder)
+    bert_tokenizer.save_pretrained(folder)
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n\n".join(lines[:60]), encoding="utf-8")
+    argv = ["evaluate", str(folder), str(corpus), "--max-length", "32", "--max-blocks", "4"]
+    assert main([*argv, "--json"]) == 0
+    assert "pseudo_perplexity" not in json.loads(capsys.readouterr().out)
+    assert main([*argv, "--json", "--pseudo-perplexity", "--max-tokens", "40"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["scored_tokens"] == 40 and report["targets"] > 0
+    # an untrained model: about as unsure as a uniform guess over the 30,522 ids
+    assert report["pseudo_perplexity"] == pytest.approx(math.exp(-report["pseudo_log_likelihood"] / 40))
+    assert 5_000 < report["pseudo_perplexity"] < 100_000
+    assert main([*argv, "--pseudo-perplexity", "--max-tokens", "40"]) == 0
+    assert "pseudo-perplexity" in capsys.readouterr().out
+    assert main([*argv, "--pseudo-perplexity", "--max-tokens", "0"]) == 2
+    assert "--max-tokens must be >= 1" in capsys.readouterr().err
