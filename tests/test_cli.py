@@ -90,6 +90,11 @@ def test_console_script_errors_without_traceback():
     assert result.returncode == 0 and "stats" in result.stdout
 
 
+def test_help_imports_neither_torch_nor_transformers():
+    code = "import sys; from tokenmask.cli import build_parser; build_parser(); print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
 
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
 def test_tokenizer_train_saves_a_folder_that_loads_and_masks(kind, tmp_path, capsys):

@@ -9,20 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-from transformers import (
-    AutoModelForMaskedLM,
-    BertConfig,
-    BertForMaskedLM,
-    ModernBertConfig,
-    ModernBertForMaskedLM,
-    PreTrainedModel,
-    RobertaConfig,
-    RobertaForMaskedLM,
-)
+from typing import TYPE_CHECKING, Literal
 
 from tokenmask.data.resources import minilm_dir
+
+if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
+    from transformers import ModernBertConfig, PreTrainedModel, RobertaConfig
 
 Family = Literal["bert", "roberta", "modernbert"]
 
@@ -68,6 +60,8 @@ def build_model(preset: str, *, vocab_size: int, max_length: int, pad_token_id: 
     Raises:
         ValueError: unknown preset, or a RoBERTa preset without a padding id.
     """
+    from transformers import BertConfig, BertForMaskedLM, ModernBertForMaskedLM, RobertaForMaskedLM
+
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     size = PRESETS[preset]
@@ -95,6 +89,8 @@ def _roberta_config(size: Preset, vocab_size: int, max_length: int, pad_token_id
     tokenizer whose padding id is large (our ``roberta-gpt2`` appends ``<pad>`` at 50,260)
     leaves the rows below it unused: correct, but a bigger table.
     """
+    from transformers import RobertaConfig
+
     if pad_token_id is None:
         raise ValueError("RoBERTa presets need a tokenizer with a padding token (positions are counted after it)")
     return RobertaConfig(
@@ -113,6 +109,8 @@ def _roberta_config(size: Preset, vocab_size: int, max_length: int, pad_token_id
 
 def _modernbert_config(size: Preset, vocab_size: int, max_length: int, pad_token_id: int | None) -> ModernBertConfig:
     """ModernBERT with the default sdpa/eager attention (no flash-attention needed)."""
+    from transformers import ModernBertConfig
+
     return ModernBertConfig(
         vocab_size=vocab_size,
         hidden_size=size.hidden,
@@ -170,6 +168,8 @@ def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int)
                 "use --tokenizer bert-base-uncased (or minilm)"
             )
     else:
+        from transformers import AutoModelForMaskedLM
+
         model, info = AutoModelForMaskedLM.from_pretrained(
             path, local_files_only=True, trust_remote_code=False, output_loading_info=True
         )
@@ -222,6 +222,7 @@ def load_minilm() -> LoadedModel:
         RuntimeError: the checkpoint does not hold exactly the expected tensors.
     """
     from safetensors.torch import load_file
+    from transformers import BertConfig, BertForMaskedLM
 
     folder = minilm_dir()
     model = BertForMaskedLM(BertConfig.from_json_file(folder / "config.json"))
