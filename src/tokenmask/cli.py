@@ -45,7 +45,7 @@ def _add_masking_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--tokenizer",
         default="bert-base-uncased",
-        help="tokenizer folder, or a built-in name: bert-base-uncased, roberta-gpt2 (default: bert-base-uncased)",
+        help="tokenizer folder, or a built-in name: bert-base-uncased, roberta-gpt2, minilm (default: bert-base-uncased)",
     )
 
 
