@@ -1,10 +1,12 @@
 """The command line: demo, JSON output, statistics, and clean errors (exit code 2)."""
 
 import json
+import math
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from tokenmask.cli import main
 
@@ -88,6 +90,12 @@ def test_console_script_errors_without_traceback():
     assert result.returncode == 0 and "stats" in result.stdout
 
 
+def test_help_imports_neither_torch_nor_transformers():
+    code = "import sys; from tokenmask.cli import build_parser; build_parser(); print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
 def test_tokenizer_train_saves_a_folder_that_loads_and_masks(kind, tmp_path, capsys):
     corpus = tmp_path / "c.txt"
@@ -100,3 +108,49 @@ def test_tokenizer_train_saves_a_folder_that_loads_and_masks(kind, tmp_path, cap
     assert example["tokens"][0] == "[CLS]" and example["tokens"][-1] == "[SEP]"
     assert any(outcome != "none" for outcome in example["outcomes"])
     assert main(["tokenizer", "train", str(corpus), "--output", str(out), "--vocab-size", "10"]) == 2
+
+
+def test_pretrain_continues_from_minilm(tmp_path, capsys, lines):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForMaskedLM
+
+    from tokenmask.data.resources import minilm_dir
+
+    corpus = tmp_path / "plays.txt"
+    corpus.write_text("\n\n".join(" ".join(lines[i : i + 4]) for i in range(0, 400, 4)), encoding="utf-8")
+    out = tmp_path / "run"
+    argv = ["pretrain", str(corpus), "--init", "minilm", "--output", str(out), "--max-steps", "1", "--batch-size", "2",
+            "--max-length", "32", "--eval-blocks", "2", "--validation-share", "0.2", "--lr", "1e-4", "--no-demo"]
+    assert main(argv) == 0
+    assert "trained 1 steps" in capsys.readouterr().out
+    model = AutoModelForMaskedLM.from_pretrained(out / "model", local_files_only=True)
+    assert (model.config.num_hidden_layers, model.config.hidden_size) == (6, 384)
+    # one small step away from the real encoder, not from a random one (std 0.02)
+    start = load_file(minilm_dir() / "model.safetensors")["embeddings.word_embeddings.weight"]
+    assert torch.allclose(model.bert.embeddings.word_embeddings.weight.detach(), start, atol=1e-3)
+    assert main(["evaluate", "minilm", str(corpus), "--max-length", "32", "--max-blocks", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["targets"] > 0
+
+
+def test_evaluate_pseudo_perplexity(tmp_path, capsys, lines, bert_tokenizer):
+    from tokenmask.train.models import build_model
+
+    folder = tmp_path / "model"
+    torch.manual_seed(0)
+    build_model("bert-tiny", vocab_size=len(bert_tokenizer), max_length=32, pad_token_id=0).save_pretrained(folder)
+    bert_tokenizer.save_pretrained(folder)
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n\n".join(lines[:60]), encoding="utf-8")
+    argv = ["evaluate", str(folder), str(corpus), "--max-length", "32", "--max-blocks", "4"]
+    assert main([*argv, "--json"]) == 0
+    assert "pseudo_perplexity" not in json.loads(capsys.readouterr().out)
+    assert main([*argv, "--json", "--pseudo-perplexity", "--max-tokens", "40"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["scored_tokens"] == 40 and report["targets"] > 0
+    # an untrained model: about as unsure as a uniform guess over the 30,522 ids
+    assert report["pseudo_perplexity"] == pytest.approx(math.exp(-report["pseudo_log_likelihood"] / 40))
+    assert 5_000 < report["pseudo_perplexity"] < 100_000
+    assert main([*argv, "--pseudo-perplexity", "--max-tokens", "40"]) == 0
+    assert "pseudo-perplexity" in capsys.readouterr().out
+    assert main([*argv, "--pseudo-perplexity", "--max-tokens", "0"]) == 2
+    assert "--max-tokens must be >= 1" in capsys.readouterr().err

@@ -45,7 +45,7 @@ def _add_masking_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--tokenizer",
         default="bert-base-uncased",
-        help="tokenizer folder, or a built-in name: bert-base-uncased, roberta-gpt2 (default: bert-base-uncased)",
+        help="tokenizer folder, or a built-in name: bert-base-uncased, roberta-gpt2, minilm (default: bert-base-uncased)",
     )
 
 
@@ -222,7 +222,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tokenmask.data.collator import MaskingCollator
     from tokenmask.data.pretrain import DEFAULT_VALIDATION_SHARE, build_blocks
     from tokenmask.data.tokenizers import load_tokenizer
-    from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
+    from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm, pseudo_perplexity
     from tokenmask.train.loop import corpus_texts
     from tokenmask.train.models import load_model
 
@@ -234,12 +234,21 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     collator = MaskingCollator(tokenizer, seed=args.seed + EVAL_SEED_OFFSET, **_masking_keywords(args))
     data = blocks.validation if not args.corpus else blocks.train + blocks.validation
     metrics = evaluate_mlm(model, data[: args.max_blocks], collator, batch_size=32)
+    pseudo = None
+    if args.pseudo_perplexity:
+        pseudo = pseudo_perplexity(model, data[: args.max_blocks], tokenizer, max_tokens=args.max_tokens)
     if args.json:
-        print(json.dumps({"model": str(args.model), "blocks": min(len(data), args.max_blocks), **metrics.as_dict()}, indent=2))
-    else:
+        report = {"model": str(args.model), "blocks": min(len(data), args.max_blocks), **metrics.as_dict()}
+        print(json.dumps({**report, **(pseudo.as_dict() if pseudo else {})}, indent=2))
+        return 0
+    print(
+        f"{metrics.targets:,} masked tokens in {min(len(data), args.max_blocks):,} blocks: loss {metrics.loss:.4f}, "
+        f"perplexity {metrics.perplexity:.2f}, accuracy {metrics.accuracy:.4f}"
+    )
+    if pseudo:
         print(
-            f"{metrics.targets:,} masked tokens in {min(len(data), args.max_blocks):,} blocks: loss {metrics.loss:.4f}, "
-            f"perplexity {metrics.perplexity:.2f}, accuracy {metrics.accuracy:.4f}"
+            f"pseudo-perplexity {pseudo.pseudo_perplexity:.2f} over {pseudo.scored_tokens:,} tokens masked one at a time "
+            f"(pseudo-log-likelihood {pseudo.pseudo_log_likelihood:.1f} nats)"
         )
     return 0
 
@@ -337,14 +346,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser(
         "evaluate",
-        help="masked-token loss, perplexity and accuracy of a checkpoint, at fixed masks",
+        help="masked-token loss, perplexity and accuracy of a checkpoint, at fixed masks; pseudo-perplexity",
         description="Evaluate a masked-LM checkpoint folder at fixed masks. Without CORPUS, on the "
-        "held-out documents of the bundled Shakespeare.",
+        "held-out documents of the bundled Shakespeare. With --pseudo-perplexity, also the "
+        "pseudo-perplexity of Salazar et al. (2020): each token masked alone, exp(-mean log-prob).",
     )
-    evaluate.add_argument("model", type=Path, help="checkpoint folder (e.g. OUTPUT/model of pretrain)")
+    evaluate.add_argument("model", type=Path, help="checkpoint folder (e.g. OUTPUT/model of pretrain), or minilm")
     evaluate.add_argument("corpus", nargs="*", help="files, folders or globs")
     evaluate.add_argument("--max-length", type=int, default=128, help="block length (default: 128)")
     evaluate.add_argument("--max-blocks", type=int, default=512, help="evaluate on at most this many blocks (default: 512)")
+    evaluate.add_argument(
+        "--pseudo-perplexity",
+        action="store_true",
+        help="also score each non-special token masked alone (one forward pass per token; see --max-tokens)",
+    )
+    evaluate.add_argument(
+        "--max-tokens",
+        type=int,
+        default=2048,
+        help="with --pseudo-perplexity: score at most this many tokens, the first of the first blocks (default: 2048)",
+    )
     evaluate.add_argument("--json", action="store_true", help="print JSON")
     _add_masking_arguments(evaluate)
     evaluate.set_defaults(run=_cmd_evaluate)

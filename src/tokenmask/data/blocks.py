@@ -8,9 +8,10 @@ the next block. Word ids are renumbered per block so that two documents never sh
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
+    from transformers import PreTrainedTokenizerBase
 
 
 def _frame_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int | None, int | None]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
+    from transformers import PreTrainedTokenizerBase
 
 from tokenmask.data.blocks import pack_texts
 

