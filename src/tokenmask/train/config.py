@@ -21,7 +21,7 @@ class PretrainConfig:
     corpus: tuple[str, ...] = field(default=(), metadata=_doc("files, folders or globs; none = the bundled Shakespeare"))
     tokenizer: str = field(default="bert-base-uncased", metadata=_doc("tokenizer folder or built-in name"))
     preset: str = field(default="bert-tiny", metadata=_doc(f"model size when training from scratch: {', '.join(PRESETS)}"))
-    init: str | None = field(default=None, metadata=_doc("continue from this local checkpoint folder instead"))
+    init: str | None = field(default=None, metadata=_doc("continue from this local checkpoint folder, or 'minilm' (all-MiniLM-L6-v2, new MLM head)"))
     max_length: int = field(default=128, metadata=_doc("block length in tokens"))
     batch_size: int = field(default=32, metadata=_doc("blocks per micro-batch"))
     grad_accum: int = field(default=1, metadata=_doc("micro-batches per optimizer step"))

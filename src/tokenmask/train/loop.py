@@ -31,7 +31,7 @@ from tokenmask.train.config import PretrainConfig
 from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
-from tokenmask.train.models import build_model, load_model
+from tokenmask.train.models import build_model, load_model_with_notes
 
 
 class Reporter(Protocol):
@@ -254,8 +254,10 @@ def _prepare(config: PretrainConfig, reporter: Reporter) -> _Run:
     reporter.message(blocks.describe())
     checkpoint = latest_checkpoint(Path(config.output)) if config.resume else None
     if checkpoint is not None or config.init:
-        model = load_model(checkpoint or config.init, vocab_size=len(tokenizer), max_length=config.max_length)
-        model.train()
+        loaded = load_model_with_notes(checkpoint or config.init, vocab_size=len(tokenizer), max_length=config.max_length)
+        model = loaded.model.train()
+        for note in loaded.notes:
+            reporter.message(note)
     else:
         model = build_model(config.preset, vocab_size=len(tokenizer), max_length=config.max_length, pad_token_id=tokenizer.pad_token_id)
     precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
