@@ -13,6 +13,15 @@ from tokenmask.data.resources import shakespeare_lines  # noqa: E402
 from tokenmask.data.tokenizers import load_tokenizer, train_tokenizer  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def block_cache(tmp_path_factory):
+    """Every test caches blocks in one session folder, never in the user's ``~/.cache/tokenmask``."""
+    root = tmp_path_factory.mktemp("tokenmask-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TOKENMASK_CACHE", str(root))
+        yield root
+
+
 @pytest.fixture(scope="session")
 def lines() -> list[str]:
     """The first 5,000 spoken lines of Shakespeare."""

@@ -1,4 +1,5 @@
-"""Everything that touches tokenizers and text: corpora, encoding, packing, the collators.
+"""Everything that touches tokenizers, text and datasets: corpora, encoding, packing, the collators.
 
-corpus (read texts) → encode / blocks (ids + word ids) → batch (pad) → collator / augment.
+corpus / tables (read documents) → encode / blocks (ids + word ids) → store / cache / pretrain
+(blocks on disk, memory-mapped) → batch (pad) → collator / augment.
 """

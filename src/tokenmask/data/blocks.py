@@ -1,23 +1,129 @@
-"""Packing texts into fixed-length blocks, as pre-training wants: no padding, word ids kept.
+"""Packing documents into fixed-length blocks, as pre-training wants: no padding, word ids kept.
 
 ``[CLS] doc1 [SEP] doc2 [SEP] …`` (or the tokenizer's own ``<s> … </s>``): documents are joined
 with the separator and cut at the block length; a document that does not fit continues in
-the next block. Word ids are renumbered per block so that two documents never share one.
+the next block. Word ids are renumbered per block (from 0) so that two documents never share
+one. :class:`BlockPacker` takes encoded documents one at a time and counts every token;
+:func:`pack_texts` runs it over a stream of texts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
 
-def _frame_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int | None, int | None]:
+def frame_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int | None, int | None]:
+    """``(start, separator)``: the ids that open a block and close a document (either may be None)."""
     start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
     separator = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
     return start, separator
+
+
+def encode_documents(
+    texts: list[str], tokenizer: PreTrainedTokenizerBase
+) -> list[tuple[list[int], list[int | None]]]:
+    """One batch of texts to ``(ids, word ids)`` pairs, without special tokens.
+
+    A fast tokenizer encodes the batch in parallel (Rust threads, unless
+    ``TOKENIZERS_PARALLELISM=false``).
+    """
+    if not texts:
+        return []
+    encoding = tokenizer(texts, add_special_tokens=False, verbose=False)
+    return [(ids, encoding.word_ids(row)) for row, ids in enumerate(encoding["input_ids"])]
+
+
+@dataclass
+class PackingCounts:
+    """Running counts of a packer: what went in, what came out."""
+
+    documents: int = 0
+    """Documents packed (with at least one token)."""
+    tokenless_documents: int = 0
+    """Documents that the tokenizer turned into no token at all: nothing to pack."""
+    text_tokens: int = 0
+    """Tokens the tokenizer produced for the documents."""
+    frame_tokens: int = 0
+    """Start and separator tokens the packer added."""
+    blocks: int = 0
+    block_tokens: int = 0
+    """Tokens in the blocks: text tokens kept plus frame tokens."""
+
+
+class BlockPacker:
+    """Packs encoded documents into blocks of ``block_length`` tokens, one document at a time.
+
+    ``add`` returns the blocks a document completed; ``finish`` the last, shorter one. Blocks
+    are ``{"input_ids", "word_ids", "id"}`` (ids count blocks from 0; word id -1 on frame tokens).
+
+    With ``start=1, separator=2, block_length=5``: ``add([7, 8], [0, 1])`` -> ``[]``;
+    ``add([9, 6], [0, 0])`` (one word, two pieces) ->
+    ``[{"input_ids": [1, 7, 8, 2, 9], "word_ids": [-1, 0, 1, -1, 2], "id": 0}]``;
+    ``finish()`` -> ``[{"input_ids": [1, 6, 2], "word_ids": [-1, 0, -1], "id": 1}]``.
+
+    Raises:
+        ValueError: ``block_length`` too small to hold the frame tokens and one token.
+    """
+
+    def __init__(self, *, block_length: int, start: int | None, separator: int | None) -> None:
+        frame = (start is not None) + (separator is not None)
+        if block_length < frame + 1:
+            raise ValueError(f"block_length must be at least {frame + 1}; got {block_length}")
+        self.block_length = block_length
+        self.start, self.separator = start, separator
+        self.counts = PackingCounts()
+        self._next_word = 0
+        self._open()
+
+    def _open(self) -> None:
+        self._ids: list[int] = [] if self.start is None else [self.start]
+        self._words: list[int] = [] if self.start is None else [-1]
+
+    def add(self, ids: list[int], word_ids: list[int | None]) -> list[dict[str, Any]]:
+        """Append one document; return the blocks it completed (often none)."""
+        if not ids:
+            self.counts.tokenless_documents += 1
+            return []
+        words = [self._next_word + (w if w is not None else 0) for w in word_ids]
+        self._next_word = max(words) + 1
+        self.counts.documents += 1
+        self.counts.text_tokens += len(ids)
+        if self.separator is not None:
+            ids, words = ids + [self.separator], words + [-1]
+            self.counts.frame_tokens += 1
+        done, position = [], 0
+        while position < len(ids):
+            room = self.block_length - len(self._ids)
+            self._ids.extend(ids[position : position + room])
+            self._words.extend(words[position : position + room])
+            position += room
+            if len(self._ids) == self.block_length:
+                done.append(self._close())
+        return done
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The last block, if it holds more than its start token; the packer is then empty."""
+        if len(self._ids) > (self.start is not None):
+            return [self._close()]
+        return []
+
+    def _close(self) -> dict[str, Any]:
+        base = next((w for w in self._words if w >= 0), 0)
+        block = {
+            "input_ids": self._ids,
+            "word_ids": [w - base if w >= 0 else -1 for w in self._words],
+            "id": self.counts.blocks,
+        }
+        self.counts.blocks += 1
+        self.counts.block_tokens += len(self._ids)
+        self.counts.frame_tokens += self.start is not None
+        self._open()
+        return block
 
 
 def pack_texts(
@@ -29,49 +135,27 @@ def pack_texts(
 ) -> Iterator[dict[str, Any]]:
     """Yield blocks ``{"input_ids", "word_ids", "id"}`` of exactly ``block_length`` tokens.
 
-    The last, partial block is yielded too (shorter). Ids count blocks from 0.
+    Texts are encoded ``batch_size`` at a time. The last, partial block is yielded too
+    (shorter). Ids count blocks from 0.
 
     Raises:
         ValueError: ``block_length`` too small to hold the framing tokens and one token.
     """
-    start, separator = _frame_ids(tokenizer)
-    frame = (start is not None) + (separator is not None)
-    if block_length < frame + 1:
-        raise ValueError(f"block_length must be at least {frame + 1}; got {block_length}")
-    ids: list[int] = [] if start is None else [start]
-    words: list[int] = [] if start is None else [-1]
-    next_word, block_id = 0, 0
+    start, separator = frame_ids(tokenizer)
+    packer = BlockPacker(block_length=block_length, start=start, separator=separator)
+    for chunk in batched(texts, batch_size):
+        for ids, word_ids in encode_documents(chunk, tokenizer):
+            yield from packer.add(ids, word_ids)
+    yield from packer.finish()
 
-    def encoded(chunk: list[str]) -> Iterator[tuple[list[int], list[int | None]]]:
-        encoding = tokenizer(chunk, add_special_tokens=False)
-        for row, row_ids in enumerate(encoding["input_ids"]):
-            yield row_ids, encoding.word_ids(row)
 
-    def chunks() -> Iterator[list[str]]:
-        chunk: list[str] = []
-        for text in texts:
-            chunk.append(text)
-            if len(chunk) == batch_size:
-                yield chunk
-                chunk = []
-        if chunk:
+def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of ``size`` items (the last may be shorter): ``batched(range(5), 2) -> [0, 1], [2, 3], [4]``."""
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
             yield chunk
-
-    for chunk in chunks():
-        for doc_ids, doc_words in encoded(chunk):
-            if not doc_ids:
-                continue
-            doc_word_ids = [next_word + (w if w is not None else 0) for w in doc_words]
-            next_word = max(doc_word_ids) + 1
-            tokens = doc_ids + ([] if separator is None else [separator])
-            token_words = doc_word_ids + ([] if separator is None else [-1])
-            for token, word in zip(tokens, token_words):
-                ids.append(token)
-                words.append(word)
-                if len(ids) == block_length:
-                    yield {"input_ids": ids, "word_ids": words, "id": block_id}
-                    block_id += 1
-                    ids = [] if start is None else [start]
-                    words = [] if start is None else [-1]
-    if len(ids) > (start is not None):
-        yield {"input_ids": ids, "word_ids": words, "id": block_id}
+            chunk = []
+    if chunk:
+        yield chunk

@@ -1,89 +1,191 @@
-"""Reading text corpora: files, folders and globs of .txt / .md / .jsonl, as a stream of texts.
+"""Reading text corpora as a stream of documents: files, folders and globs of text, JSON, CSV,
+Parquet, and folders written by Hugging Face ``datasets``' ``save_to_disk``.
 
-Text files give one text per non-empty line (``unit="line"``) or per blank-line-separated
-paragraph (``unit="paragraph"``); JSON Lines give the ``text_field`` of each record.
+Text files give one document per non-empty line (``unit="line"``), per blank-line-separated
+paragraph (``"paragraph"``) or per file (``"file"``); the other formats give the
+``text_field`` (field or column) of each record. Every format is read record by record or in
+batches, never whole, so a corpus larger than memory streams through.
 """
 
 from __future__ import annotations
 
 import glob
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from tokenmask.data.tables import (
+    csv_documents,
+    dataset_documents,
+    is_dataset_folder,
+    parquet_documents,
+    require_column,
+)
+
+Unit = Literal["line", "paragraph", "file"]
+UNITS: tuple[str, ...] = ("line", "paragraph", "file")
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSON_SUFFIXES = (".jsonl", ".json")
+TABLE_SUFFIXES = (".csv", ".parquet")
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES + JSON_SUFFIXES + TABLE_SUFFIXES
+
+_CHUNK = 1 << 16  # characters read at a time from a JSON array
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named by paths, folders (recursively) and glob patterns, sorted within each.
+    """Corpus sources named by paths, folders and glob patterns, sorted within each.
+
+    A folder is walked recursively (hidden entries skipped) for files of a supported type;
+    a dataset folder (``save_to_disk``: ``state.json`` and ``dataset_info.json``, or
+    ``dataset_dict.json``) is one source, not walked. A glob keeps what a folder walk would
+    (other files and the insides of dataset folders are passed over). A source reached twice
+    (a folder and a glob inside it) is listed once, where first reached.
+
+    ``expand_paths(["corpus/"])  ->  [corpus/a.txt, corpus/hf_data, corpus/sub/b.jsonl]``
 
     Raises:
-        FileNotFoundError: a path matches nothing.
-        ValueError: a file has an unsupported type.
+        FileNotFoundError: a path matches nothing, or a folder or glob holds no corpus.
+        ValueError: a file named explicitly has an unsupported type.
     """
-    files: list[Path] = []
+    sources: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in TEXT_SUFFIXES + JSON_SUFFIXES)
-            if not found:
-                raise FileNotFoundError(f"no .txt, .md or .jsonl files under {path}")
-            files.extend(found)
-        elif path.is_file():
-            if path.suffix not in TEXT_SUFFIXES + JSON_SUFFIXES:
+        if path.is_file():
+            if not _supported(path):
                 raise ValueError(
-                    f"{path}: unsupported file type {path.suffix or '(none)'!r}; "
-                    f"expected one of {', '.join(TEXT_SUFFIXES + JSON_SUFFIXES)}"
+                    f"{path}: unsupported file type {path.suffix or '(none)'!r}; supported: "
+                    f"{', '.join(SUPPORTED_SUFFIXES)} and folders written by datasets' save_to_disk"
                 )
-            files.append(path)
+            sources.append(path)
+            continue
+        if path.is_dir():
+            found = _walk(path)
         else:
             matches = sorted(Path(m) for m in glob.glob(str(raw), recursive=True))
             if not matches:
                 raise FileNotFoundError(f"{raw}: no such file, folder or matching pattern")
-            files.extend(expand_paths(matches))
-    return files
+            found = [s for m in matches if not _inside_dataset(m) for s in (_walk(m) if m.is_dir() else [m])]
+            found = [s for s in found if s.is_dir() or _supported(s)]
+        if not found:
+            raise FileNotFoundError(f"no {', '.join(SUPPORTED_SUFFIXES)} files nor dataset folders in {raw}")
+        sources.extend(found)
+    return list(dict.fromkeys(sources))
+
+
+def _supported(path: Path) -> bool:
+    return path.suffix.lower() in SUPPORTED_SUFFIXES
+
+
+def _inside_dataset(path: Path) -> bool:
+    return any(is_dataset_folder(parent) for parent in path.parents)
+
+
+def _walk(folder: Path) -> list[Path]:
+    if is_dataset_folder(folder):
+        return [folder]
+    found: list[Path] = []
+    for child in sorted(folder.iterdir()):
+        if child.name.startswith("."):
+            continue
+        if child.is_dir():
+            found.extend(_walk(child))
+        elif _supported(child):
+            found.append(child)
+    return found
+
+
+def read_documents(
+    paths: Iterable[str | Path],
+    *,
+    unit: Unit = "line",
+    text_field: str = "text",
+    split: str | None = None,
+) -> Iterator[str]:
+    """Stream every document of a corpus, empty ones included (a null value reads as ``""``).
+
+    Args:
+        paths: files, folders and globs (see :func:`expand_paths`).
+        unit: how text files (.txt, .md, .text) are cut: ``"line"``, ``"paragraph"`` or
+            ``"file"``. Blank lines separate lines and paragraphs, so they are not documents.
+        text_field: the field of JSON records, the column of CSV / Parquet files and datasets.
+        split: for a ``DatasetDict`` folder, the split to read; None reads all of them in
+            their saved order. Ignored by other sources.
+
+    Raises:
+        FileNotFoundError / ValueError: from :func:`expand_paths`; a bad unit; a record
+            without ``text_field`` (the message names the fields there are); a value that is
+            not a string; invalid JSON; a missing split.
+    """
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    for source in expand_paths(paths):
+        yield from _source_documents(source, unit=unit, text_field=text_field, split=split)
 
 
 def read_texts(
     paths: Iterable[str | Path],
     *,
-    unit: Literal["line", "paragraph"] = "line",
+    unit: Unit = "line",
     text_field: str = "text",
+    split: str | None = None,
 ) -> Iterator[str]:
-    """Stream the texts of a corpus, skipping empty ones.
+    """Stream the non-blank documents of a corpus (:func:`read_documents` without empty ones).
 
-    Raises:
-        ValueError: a JSON line that is not an object with ``text_field``.
+    ``a.txt = "one\\n\\ntwo\\nthree\\n"``: unit ``line`` -> ``["one", "two", "three"]``,
+    ``paragraph`` -> ``["one", "two three"]``, ``file`` -> ``["one\\n\\ntwo\\nthree"]``.
     """
-    for path in expand_paths(paths):
-        if path.suffix in JSON_SUFFIXES:
-            yield from _json_texts(path, text_field)
-        else:
-            yield from _plain_texts(path, unit)
+    for text in read_documents(paths, unit=unit, text_field=text_field, split=split):
+        if text.strip():
+            yield text
 
 
-def _plain_texts(path: Path, unit: str) -> Iterator[str]:
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        if unit == "line":
+def _source_documents(source: Path, *, unit: Unit, text_field: str, split: str | None) -> Iterator[str]:
+    if source.is_dir():
+        return dataset_documents(source, text_field, split)
+    suffix = source.suffix.lower()
+    if suffix in JSON_SUFFIXES:
+        return _json_documents(source, text_field)
+    if suffix == ".csv":
+        return csv_documents(source, text_field)
+    if suffix == ".parquet":
+        return parquet_documents(source, text_field)
+    return _plain_documents(source, unit)
+
+
+def _plain_documents(path: Path, unit: Unit) -> Iterator[str]:
+    with path.open(encoding="utf-8-sig", errors="replace") as handle:
+        if unit == "file":
+            yield handle.read().strip()
+        elif unit == "line":
             for line in handle:
                 if line.strip():
                     yield line.strip()
-            return
-        paragraph: list[str] = []
-        for line in handle:
-            if line.strip():
-                paragraph.append(line.strip())
-            elif paragraph:
-                yield " ".join(paragraph)
-                paragraph = []
-        if paragraph:
+        else:
+            yield from _paragraphs(handle)
+
+
+def _paragraphs(lines: Iterable[str]) -> Iterator[str]:
+    paragraph: list[str] = []
+    for line in lines:
+        if line.strip():
+            paragraph.append(line.strip())
+        elif paragraph:
             yield " ".join(paragraph)
+            paragraph = []
+    if paragraph:
+        yield " ".join(paragraph)
 
 
-def _json_texts(path: Path, field: str) -> Iterator[str]:
-    with path.open(encoding="utf-8", errors="replace") as handle:
+def _json_documents(path: Path, field: str) -> Iterator[str]:
+    """JSON Lines, or (a file starting with ``[``) one JSON array of records."""
+    with path.open(encoding="utf-8-sig", errors="replace") as handle:
+        head = handle.read(_CHUNK)
+        if head.lstrip().startswith("["):
+            for number, record in _array_records(handle, head, path):
+                yield _record_text(record, field, f"{path}: record {number}")
+            return
+        handle.seek(0)
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -91,7 +193,71 @@ def _json_texts(path: Path, field: str) -> Iterator[str]:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-            if not isinstance(record, dict) or not isinstance(record.get(field), str):
-                raise ValueError(f"{path}:{number}: expected an object with a string {field!r} field")
-            if record[field].strip():
-                yield record[field]
+            yield _record_text(record, field, f"{path}:{number}")
+
+
+def _array_records(handle: Any, buffer: str, path: Path) -> Iterator[tuple[int, Any]]:
+    """The elements of a JSON array, decoded one at a time from a growing window of the file.
+
+    A record cut by the window end fails to decode; the window then grows and the record is
+    decoded again, so memory holds about one record, not the file.
+    """
+    decoder = json.JSONDecoder()
+    position = buffer.index("[") + 1
+    number, expect_value, at_end = 0, True, False
+    while True:
+        while position < len(buffer) and buffer[position].isspace():
+            position += 1
+        if position == len(buffer):
+            if at_end:
+                raise ValueError(f"{path}: the JSON array is not closed")
+            buffer, position, at_end = _grow(handle, buffer, position)
+            continue
+        char = buffer[position]
+        if char == "]" and (number == 0 or not expect_value):
+            return
+        if not expect_value:
+            if char != ",":
+                raise ValueError(f"{path}: record {number + 1}: expected ',' or ']' in the JSON array")
+            position, expect_value = position + 1, True
+            continue
+        try:
+            record, position = decoder.raw_decode(buffer, position)
+        except json.JSONDecodeError as error:
+            if at_end:
+                raise ValueError(f"{path}: record {number + 1}: not valid JSON ({error.msg})") from None
+            buffer, position, at_end = _grow(handle, buffer, position)
+            continue
+        number, expect_value = number + 1, False
+        yield number, record
+
+
+def _grow(handle: Any, buffer: str, position: int) -> tuple[str, int, bool]:
+    """Drop what was decoded, read at least as much again; ``(buffer, 0, at_end)``."""
+    rest = buffer[position:]
+    more = handle.read(max(_CHUNK, len(rest)))
+    return rest + more, 0, not more
+
+
+def _record_text(record: Any, field: str, where: str) -> str:
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected an object with a string {field!r} field")
+    require_column(where, field, list(record))
+    value = record[field]
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: the {field!r} field is a {type(value).__name__}, not a string")
+    return value
+
+
+def fingerprint_sources(sources: Sequence[Path]) -> list[list[Any]]:
+    """What identifies the sources' contents cheaply: path, size and modification time (ns) of
+    each file (every file inside a dataset folder). A changed file changes the fingerprint."""
+    entries = []
+    for source in sources:
+        files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+        for file in files:
+            stat = file.stat()
+            entries.append([str(file.resolve()), stat.st_size, stat.st_mtime_ns])
+    return entries
