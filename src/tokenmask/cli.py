@@ -130,6 +130,7 @@ _PRETRAIN_FLAGS = (
     "preset", "init", "max_length", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
     "schedule", "max_steps", "max_tokens", "max_time", "eval_every", "eval_blocks", "save_every",
     "validation_share", "dupe_factor", "mlm_probability_end", "eval_mlm_probability", "precision", "cpu",
+    "document_unit", "text_field", "cache_dir", "no_cache",
 )
 
 
@@ -138,9 +139,12 @@ def _add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     from tokenmask.train.models import PRESETS
 
     docs = {f.name: f for f in fields(PretrainConfig)}
-    choices = {"preset": tuple(PRESETS), "schedule": ("linear", "cosine"), "precision": ("auto", "fp32", "bf16")}
+    choices = {
+        "preset": tuple(PRESETS), "schedule": ("linear", "cosine"), "precision": ("auto", "fp32", "bf16"),
+        "document_unit": ("paragraph", "file", "line"),
+    }  # fmt: skip
     defaults = {"max_time": 9.0}
-    texts = ("preset", "init", "schedule", "precision")
+    texts = ("preset", "init", "schedule", "precision", "document_unit", "text_field", "cache_dir")
     numbers = ("lr", "weight_decay", "warmup", "max_time", "validation_share", "mlm_probability_end", "eval_mlm_probability")
     group = parser.add_argument_group("training")
     for name in _PRETRAIN_FLAGS:
@@ -214,23 +218,26 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     if not args.no_demo:
         from tokenmask.data.pretrain import held_out_lines
 
-        print_fill_demo(Path(result.output) / "model", held_out_lines(corpus_texts(config.corpus), config.validation_share, 4))
+        print_fill_demo(Path(result.output) / "model", held_out_lines(corpus_texts(config), config.validation_share, 4))
     return 0
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tokenmask.data.collator import MaskingCollator
-    from tokenmask.data.pretrain import DEFAULT_VALIDATION_SHARE, build_blocks
     from tokenmask.data.tokenizers import load_tokenizer
+    from tokenmask.train.config import PretrainConfig
     from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm, pseudo_perplexity
-    from tokenmask.train.loop import corpus_texts
+    from tokenmask.train.loop import load_blocks
     from tokenmask.train.models import load_model
 
     tokenizer = load_tokenizer(args.model)
     model = load_model(args.model, vocab_size=len(tokenizer), max_length=args.max_length)
-    blocks = build_blocks(
-        corpus_texts(tuple(args.corpus)), tokenizer, block_length=args.max_length, validation_share=DEFAULT_VALIDATION_SHARE
-    )
+    # the blocks (and split) a pre-training run with the same corpus and settings uses
+    corpus = PretrainConfig(
+        output="", corpus=tuple(args.corpus), max_length=args.max_length, max_steps=1,
+        document_unit=args.document_unit, text_field=args.text_field,
+    )  # fmt: skip
+    blocks = load_blocks(corpus, tokenizer)
     collator = MaskingCollator(tokenizer, seed=args.seed + EVAL_SEED_OFFSET, **_masking_keywords(args))
     data = blocks.validation if not args.corpus else blocks.train + blocks.validation
     metrics = evaluate_mlm(model, data[: args.max_blocks], collator, batch_size=32)
@@ -334,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
         "prediction head, evaluating at fixed masks; then show fill-mask predictions for held-out "
         "lines. Without CORPUS, trains on the bundled Shakespeare plays.",
     )
-    pretrain.add_argument("corpus", nargs="*", help="files, folders or globs (.txt/.md: one document per paragraph; .jsonl)")
+    pretrain.add_argument("corpus", nargs="*", help="files, folders or globs: .txt/.md (--document-unit), .jsonl/.json/.csv/.parquet (--text-field), save_to_disk folders; none = the bundled Shakespeare")
     pretrain.add_argument("--output", type=Path, help="output folder (the model ends in OUTPUT/model); required here or in --config")
     pretrain.add_argument("--config", type=Path, help="YAML file of settings (flag names as keys); flags override it")
     pretrain.add_argument("--no-demo", action="store_true", help="skip the fill-mask demo at the end")
@@ -355,6 +362,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("corpus", nargs="*", help="files, folders or globs")
     evaluate.add_argument("--max-length", type=int, default=128, help="block length (default: 128)")
     evaluate.add_argument("--max-blocks", type=int, default=512, help="evaluate on at most this many blocks (default: 512)")
+    evaluate.add_argument(
+        "--document-unit", choices=("paragraph", "file", "line"), default="paragraph",
+        help="one document per paragraph, file or line of .txt/.md files (default: paragraph)",
+    )  # fmt: skip
+    evaluate.add_argument("--text-field", default="text", help="text field / column of JSON, CSV, Parquet and datasets (default: text)")
     evaluate.add_argument(
         "--pseudo-perplexity",
         action="store_true",

@@ -15,11 +15,12 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from tokenmask.data.blocks import frame_ids
+
+if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
+    from transformers import PreTrainedTokenizerBase
 
 FORMAT_VERSION = 1
 """Bumped whenever the blocks or the entry layout change, so old entries are never read."""

@@ -19,6 +19,12 @@ class PretrainConfig:
 
     output: str = field(metadata=_doc("output folder: checkpoints, metrics, resolved config"))
     corpus: tuple[str, ...] = field(default=(), metadata=_doc("files, folders or globs; none = the bundled Shakespeare"))
+    document_unit: Literal["paragraph", "file", "line"] = field(
+        default="paragraph", metadata=_doc("one document per paragraph, file or line of .txt/.md files")
+    )
+    text_field: str = field(default="text", metadata=_doc("the text field of JSON records, column of CSV/Parquet files and datasets"))
+    cache_dir: str | None = field(default=None, metadata=_doc("block cache folder (none = $TOKENMASK_CACHE or ~/.cache/tokenmask)"))
+    no_cache: bool = field(default=False, metadata=_doc("encode the corpus afresh, without reading or writing the block cache"))
     tokenizer: str = field(default="bert-base-uncased", metadata=_doc("tokenizer folder or built-in name"))
     preset: str = field(default="bert-tiny", metadata=_doc(f"model size when training from scratch: {', '.join(PRESETS)}"))
     init: str | None = field(default=None, metadata=_doc("continue from this local checkpoint folder, or 'minilm' (all-MiniLM-L6-v2, new MLM head)"))
@@ -81,6 +87,8 @@ class PretrainConfig:
             value = getattr(self, name)
             if value is not None and not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1]; got {value}")
+        if self.document_unit not in ("paragraph", "file", "line"):
+            raise ValueError(f"document_unit must be 'paragraph', 'file' or 'line'; got {self.document_unit!r}")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16'; got {self.precision!r}")
         if self.max_steps is not None and self.max_steps < 1:

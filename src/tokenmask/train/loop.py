@@ -11,7 +11,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,10 +19,11 @@ from typing import Any, Protocol
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
+from transformers import PreTrainedTokenizerBase
 
 from tokenmask.data.collator import MaskingCollator
 from tokenmask.data.corpus import read_texts
-from tokenmask.data.pretrain import build_blocks
+from tokenmask.data.pretrain import PretrainBlocks, build_blocks, corpus_blocks
 from tokenmask.data.resources import shakespeare_scenes
 from tokenmask.data.tokenizers import load_tokenizer
 from tokenmask.masking.config import IGNORE_INDEX
@@ -62,11 +63,24 @@ class PretrainResult:
     model: Any = None
 
 
-def corpus_texts(corpus: tuple[str, ...]) -> list[str]:
-    """The documents: the given corpus (one per paragraph) or the bundled plays (one per scene)."""
-    if corpus:
-        return list(read_texts(corpus, unit="paragraph"))
+def corpus_texts(config: PretrainConfig) -> Iterable[str]:
+    """The documents, streamed: the given corpus or the bundled plays (one per scene)."""
+    if config.corpus:
+        return read_texts(config.corpus, unit=config.document_unit, text_field=config.text_field)
     return shakespeare_scenes()
+
+
+def load_blocks(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -> PretrainBlocks:
+    """The run's training and validation blocks, from the block cache when it holds them."""
+    settings = dict(
+        block_length=config.max_length,
+        validation_share=config.validation_share,
+        cache_dir=config.cache_dir,
+        use_cache=not config.no_cache,
+    )
+    if config.corpus:
+        return corpus_blocks(config.corpus, tokenizer, unit=config.document_unit, text_field=config.text_field, **settings)
+    return build_blocks(shakespeare_scenes(), tokenizer, **settings)
 
 
 def _batches(blocks: list[dict[str, Any]], collator: MaskingCollator, config: PretrainConfig, *, skip: int = 0) -> Iterator[dict]:
@@ -250,7 +264,7 @@ def _prepare(config: PretrainConfig, reporter: Reporter) -> _Run:
     accelerator = make_accelerator(config)
     torch.manual_seed(config.seed)
     tokenizer = load_tokenizer(config.tokenizer)
-    blocks = build_blocks(corpus_texts(config.corpus), tokenizer, block_length=config.max_length, validation_share=config.validation_share)
+    blocks = load_blocks(config, tokenizer)
     reporter.message(blocks.describe())
     checkpoint = latest_checkpoint(Path(config.output)) if config.resume else None
     if checkpoint is not None or config.init:
