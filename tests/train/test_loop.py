@@ -300,3 +300,20 @@ def test_bf16_autocast_runs_close_to_fp32(corpus, tmp_path):
 def test_config_names_the_bad_setting(overrides, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         config("corpus.txt", tmp_path, **overrides)
+
+
+def test_cli_pretrain_on_a_csv_column_and_a_missing_column(lines, tmp_path, capsys):
+    import csv
+
+    table = tmp_path / "reviews.csv"
+    with table.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "review"])
+        writer.writerows([i, " ".join(lines[i * 6 : i * 6 + 6])] for i in range(200))
+    common = ["--max-steps", "2", "--batch-size", "4", "--max-length", "64", "--eval-blocks", "4", "--no-demo"]
+    assert main(["pretrain", str(table), "--text-field", "review", "--output", str(tmp_path / "csv"), *common]) == 0
+    resolved = json.loads((tmp_path / "csv" / "run_config.json").read_text())
+    assert resolved["text_field"] == "review" and resolved["corpus"] == [str(table)]
+    assert main(["pretrain", str(table), "--output", str(tmp_path / "missing"), *common]) == 2
+    error = capsys.readouterr().err
+    assert "text" in error and "review" in error and "Traceback" not in error
