@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -218,7 +219,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     if not args.no_demo:
         from tokenmask.data.pretrain import held_out_lines
 
-        print_fill_demo(Path(result.output) / "model", held_out_lines(corpus_texts(config), config.validation_share, 4))
+        print_fill_demo(Path(result.output) / "model", held_out_lines(corpus_texts(config), config.validation_share, 6))
     return 0
 
 
@@ -406,6 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # transformers' per-load "Loading weights" bars would bury our own output; a user's setting wins
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
