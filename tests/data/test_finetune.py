@@ -118,3 +118,16 @@ def test_rows_go_through_the_augmenter_with_whole_word_masking(bert_tokenizer):
     masked = batch["input_ids"] == bert_tokenizer.mask_token_id
     assert masked[0].tolist() == [False] + [True] * 6 + [False]  # every word, every piece of it
     assert torch.equal(augmenter.eval()(data.train)["input_ids"][1, :3], torch.tensor(data.train[1]["input_ids"]))
+
+
+def test_the_fine_tuning_data_api_is_exported():
+    import tokenmask
+    from tokenmask.data import finetune, labelled, sampler
+
+    for module, names in [
+        (labelled, ["LabelledText", "TaggedSentence", "read_labelled_texts", "read_tagged_sentences", "rotten_tomatoes"]),
+        (finetune, ["prepare_finetune_data"]),
+        (sampler, ["LengthGroupedBatches"]),
+    ]:
+        for name in names:
+            assert getattr(tokenmask, name) is getattr(module, name) and name in tokenmask.__all__
