@@ -19,6 +19,13 @@ _EXPORTS = {
     "MaskingAugmenter": "tokenmask.data.augment",
     "augment_text": "tokenmask.data.augment",
     "MaskingCallback": "tokenmask.data.trainer",
+    "LabelledText": "tokenmask.data.labelled",
+    "TaggedSentence": "tokenmask.data.labelled",
+    "read_labelled_texts": "tokenmask.data.labelled",
+    "read_tagged_sentences": "tokenmask.data.labelled",
+    "rotten_tomatoes": "tokenmask.data.labelled",
+    "prepare_finetune_data": "tokenmask.data.finetune",
+    "LengthGroupedBatches": "tokenmask.data.sampler",
 }
 
 __all__ = sorted(_EXPORTS)

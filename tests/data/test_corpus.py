@@ -188,3 +188,50 @@ def test_non_utf8_bytes_are_replaced(tmp_path):
     assert list(read_texts([tmp_path / "latin.txt"])) == ["caf\ufffd au lait"]
     (tmp_path / "bom.txt").write_bytes("\ufeffwith a byte order mark\n".encode())
     assert list(read_texts([tmp_path / "bom.txt"])) == ["with a byte order mark"]
+
+
+def test_tsv_reads_like_csv_with_tabs(tmp_path):
+    path = tmp_path / "t.tsv"
+    path.write_text('text\tlabel\nhello, world\ta\n"tab\tinside"\tb\n', encoding="utf-8")
+    assert list(read_documents([path])) == ["hello, world", "tab\tinside"]
+    assert expand_paths([tmp_path]) == [path]
+
+
+def test_read_records_gives_the_chosen_columns_of_every_format(tmp_path, datasets_quiet):
+    rows = [{"text": "a", "label": 1, "n": 5}, {"text": "b", "label": None, "n": 6}]
+    write_jsonl(tmp_path / "r.jsonl", rows)
+    (tmp_path / "r.json").write_text(json.dumps(rows), encoding="utf-8")
+    (tmp_path / "r.csv").write_text("n,text,label\n5,a,1\n6,b,\n", encoding="utf-8")
+    (tmp_path / "r.tsv").write_text("n\ttext\tlabel\n5\ta\t1\n6\tb\t\n", encoding="utf-8")
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "r.parquet", row_group_size=1)
+    datasets_quiet.Dataset.from_list(rows).save_to_disk(str(tmp_path / "r_data"))
+    typed = [{"text": "a", "label": 1}, {"text": "b", "label": None}]
+    as_strings = [{"text": "a", "label": "1"}, {"text": "b", "label": ""}]  # CSV keeps strings; empty is ""
+    for name, expected in [("r.jsonl", typed), ("r.json", typed), ("r.parquet", typed), ("r_data", typed),
+                           ("r.csv", as_strings), ("r.tsv", as_strings)]:
+        got = list(corpus.read_records([tmp_path / name], ["text", "label"]))
+        assert [record for _, record in got] == expected, name
+    wheres = [where for where, _ in corpus.read_records([tmp_path / "r.jsonl", tmp_path / "r.csv"], ["text"])]
+    assert wheres == [f"{tmp_path / 'r.jsonl'}:1", f"{tmp_path / 'r.jsonl'}:2",
+                      f"{tmp_path / 'r.csv'}: row 1", f"{tmp_path / 'r.csv'}: row 2"]
+
+
+def test_read_records_names_the_missing_column_and_rejects_text_files(tmp_path):
+    (tmp_path / "r.csv").write_text("review,stars\ngood,5\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"no 'label' column or field; there are: 'review', 'stars' \(use --label\)$"):
+        list(corpus.read_records([tmp_path / "r.csv"], ["review", "label"], hint="(use --label)"))
+    (tmp_path / "t.txt").write_text("a line\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="a text file has no columns"):
+        list(corpus.read_records([tmp_path / "t.txt"], ["text"]))
+    (tmp_path / "r.jsonl").write_text("\"just a string\"\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"r.jsonl:1: expected an object with the fields 'text'"):
+        list(corpus.read_records([tmp_path / "r.jsonl"], ["text"]))
+
+
+def test_expand_paths_keeps_the_suffixes_asked_for(tmp_path):
+    (tmp_path / "a.conll").write_text("x O\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("x\n", encoding="utf-8")
+    assert expand_paths([tmp_path]) == [tmp_path / "b.txt"]
+    assert expand_paths([tmp_path], suffixes=(".conll",)) == [tmp_path / "a.conll"]
+    with pytest.raises(ValueError, match=r"unsupported file type '\.conll'; supported: \.txt"):
+        expand_paths([tmp_path / "a.conll"])

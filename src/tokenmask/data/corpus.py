@@ -1,10 +1,11 @@
 """Reading text corpora as a stream of documents: files, folders and globs of text, JSON, CSV,
-Parquet, and folders written by Hugging Face ``datasets``' ``save_to_disk``.
+TSV, Parquet, and folders written by Hugging Face ``datasets``' ``save_to_disk``.
 
 Text files give one document per non-empty line (``unit="line"``), per blank-line-separated
 paragraph (``"paragraph"``) or per file (``"file"``); the other formats give the
-``text_field`` (field or column) of each record. Every format is read record by record or in
-batches, never whole, so a corpus larger than memory streams through.
+``text_field`` (field or column) of each record, or with :func:`read_records` several columns
+of each record. Every format is read record by record or in batches, never whole, so a corpus
+larger than memory streams through.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tokenmask.data.tables import (
+    TEXT_FIELD_HINT,
+    Record,
     csv_documents,
+    csv_records,
     dataset_documents,
+    dataset_records,
     is_dataset_folder,
     parquet_documents,
+    parquet_records,
     require_column,
 )
 
@@ -27,13 +33,13 @@ Unit = Literal["line", "paragraph", "file"]
 UNITS: tuple[str, ...] = ("line", "paragraph", "file")
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSON_SUFFIXES = (".jsonl", ".json")
-TABLE_SUFFIXES = (".csv", ".parquet")
+TABLE_SUFFIXES = (".csv", ".parquet", ".tsv")
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES + JSON_SUFFIXES + TABLE_SUFFIXES
 
 _CHUNK = 1 << 16  # characters read at a time from a JSON array
 
 
-def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+def expand_paths(paths: Iterable[str | Path], *, suffixes: Sequence[str] = SUPPORTED_SUFFIXES) -> list[Path]:
     """Corpus sources named by paths, folders and glob patterns, sorted within each.
 
     A folder is walked recursively (hidden entries skipped) for files of a supported type;
@@ -44,6 +50,8 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
 
     ``expand_paths(["corpus/"])  ->  [corpus/a.txt, corpus/hf_data, corpus/sub/b.jsonl]``
 
+    ``suffixes`` are the file types kept (lower case, with the dot); dataset folders always are.
+
     Raises:
         FileNotFoundError: a path matches nothing, or a folder or glob holds no corpus.
         ValueError: a file named explicitly has an unsupported type.
@@ -52,36 +60,36 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            if not _supported(path):
+            if not _supported(path, suffixes):
                 raise ValueError(
                     f"{path}: unsupported file type {path.suffix or '(none)'!r}; supported: "
-                    f"{', '.join(SUPPORTED_SUFFIXES)} and folders written by datasets' save_to_disk"
+                    f"{', '.join(suffixes)} and folders written by datasets' save_to_disk"
                 )
             sources.append(path)
             continue
         if path.is_dir():
-            found = _walk(path)
+            found = _walk(path, suffixes)
         else:
             matches = sorted(Path(m) for m in glob.glob(str(raw), recursive=True))
             if not matches:
                 raise FileNotFoundError(f"{raw}: no such file, folder or matching pattern")
-            found = [s for m in matches if not _inside_dataset(m) for s in (_walk(m) if m.is_dir() else [m])]
-            found = [s for s in found if s.is_dir() or _supported(s)]
+            found = [s for m in matches if not _inside_dataset(m) for s in (_walk(m, suffixes) if m.is_dir() else [m])]
+            found = [s for s in found if s.is_dir() or _supported(s, suffixes)]
         if not found:
-            raise FileNotFoundError(f"no {', '.join(SUPPORTED_SUFFIXES)} files nor dataset folders in {raw}")
+            raise FileNotFoundError(f"no {', '.join(suffixes)} files nor dataset folders in {raw}")
         sources.extend(found)
     return list(dict.fromkeys(sources))
 
 
-def _supported(path: Path) -> bool:
-    return path.suffix.lower() in SUPPORTED_SUFFIXES
+def _supported(path: Path, suffixes: Sequence[str]) -> bool:
+    return path.suffix.lower() in suffixes
 
 
 def _inside_dataset(path: Path) -> bool:
     return any(is_dataset_folder(parent) for parent in path.parents)
 
 
-def _walk(folder: Path) -> list[Path]:
+def _walk(folder: Path, suffixes: Sequence[str]) -> list[Path]:
     if is_dataset_folder(folder):
         return [folder]
     found: list[Path] = []
@@ -89,8 +97,8 @@ def _walk(folder: Path) -> list[Path]:
         if child.name.startswith("."):
             continue
         if child.is_dir():
-            found.extend(_walk(child))
-        elif _supported(child):
+            found.extend(_walk(child, suffixes))
+        elif _supported(child, suffixes):
             found.append(child)
     return found
 
@@ -146,7 +154,7 @@ def _source_documents(source: Path, *, unit: Unit, text_field: str, split: str |
     suffix = source.suffix.lower()
     if suffix in JSON_SUFFIXES:
         return _json_documents(source, text_field)
-    if suffix == ".csv":
+    if suffix in (".csv", ".tsv"):
         return csv_documents(source, text_field)
     if suffix == ".parquet":
         return parquet_documents(source, text_field)
@@ -178,12 +186,18 @@ def _paragraphs(lines: Iterable[str]) -> Iterator[str]:
 
 
 def _json_documents(path: Path, field: str) -> Iterator[str]:
-    """JSON Lines, or (a file starting with ``[``) one JSON array of records."""
+    for where, record in _json_values(path):
+        yield _record_text(record, field, where)
+
+
+def _json_values(path: Path) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` for each record of a JSON Lines file, or (a file starting with ``[``)
+    of one JSON array; ``where`` is ``"path:line"`` or ``"path: record n"``."""
     with path.open(encoding="utf-8-sig", errors="replace") as handle:
         head = handle.read(_CHUNK)
         if head.lstrip().startswith("["):
             for number, record in _array_records(handle, head, path):
-                yield _record_text(record, field, f"{path}: record {number}")
+                yield f"{path}: record {number}", record
             return
         handle.seek(0)
         for number, line in enumerate(handle, start=1):
@@ -193,7 +207,7 @@ def _json_documents(path: Path, field: str) -> Iterator[str]:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-            yield _record_text(record, field, f"{path}:{number}")
+            yield f"{path}:{number}", record
 
 
 def _array_records(handle: Any, buffer: str, path: Path) -> Iterator[tuple[int, Any]]:
@@ -249,6 +263,61 @@ def _record_text(record: Any, field: str, where: str) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{where}: the {field!r} field is a {type(value).__name__}, not a string")
     return value
+
+
+def read_records(
+    paths: Iterable[str | Path],
+    columns: Sequence[str],
+    *,
+    split: str | None = None,
+    hint: str = TEXT_FIELD_HINT,
+) -> Iterator[tuple[str, Record]]:
+    """Stream the ``columns`` of every record of JSON, CSV / TSV, Parquet and dataset sources.
+
+    Yields ``(where, record)``: ``where`` names the record for error messages
+    (``"a.jsonl:3"``, ``"a.csv: row 2"``), ``record`` maps each column to its value (a null
+    is ``None``; CSV and TSV values are strings, the others keep their JSON / Arrow type).
+
+    ``a.jsonl = '{"text": "fine", "label": 1, "n": 5}'``:
+    ``read_records([a], ["text", "label"])  ->  [("a.jsonl:1", {"text": "fine", "label": 1})]``
+
+    Args:
+        paths: files, folders and globs (see :func:`expand_paths`).
+        columns: the fields / columns to read; every record must have them.
+        split: for a ``DatasetDict`` folder, the split to read; None reads all of them.
+        hint: what the missing-column message suggests, e.g. ``"(choose with --label-column)"``.
+
+    Raises:
+        FileNotFoundError / ValueError: from :func:`expand_paths`; a text file (it has no
+            columns); a missing column (naming the columns there are); invalid JSON; a JSON
+            record that is not an object; a missing split.
+    """
+    for source in expand_paths(paths):
+        yield from _source_records(source, columns, split=split, hint=hint)
+
+
+def _source_records(
+    source: Path, columns: Sequence[str], *, split: str | None, hint: str
+) -> Iterator[tuple[str, Record]]:
+    suffix = source.suffix.lower()
+    if source.is_dir():
+        yield from dataset_records(source, columns, split, hint=hint)
+    elif suffix in JSON_SUFFIXES:
+        for where, record in _json_values(source):
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: expected an object with the fields {', '.join(map(repr, columns))}")
+            for column in columns:
+                require_column(where, column, list(record), hint=hint)
+            yield where, {column: record[column] for column in columns}
+    elif suffix in TABLE_SUFFIXES:
+        reader = parquet_records if suffix == ".parquet" else csv_records
+        for number, record in enumerate(reader(source, columns, hint=hint), start=1):
+            yield f"{source}: row {number}", record
+    else:
+        raise ValueError(
+            f"{source}: a text file has no columns; records need {', '.join(JSON_SUFFIXES + TABLE_SUFFIXES)} "
+            "files or a dataset folder"
+        )
 
 
 def fingerprint_sources(sources: Sequence[Path]) -> list[list[Any]]:

