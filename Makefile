@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt requirements/data.txt
 setup: $(STAMP)
 
 demo: setup
-	$(BIN)/tokenmask mask
+	$(BIN)/tokenmask pretrain --output runs/demo --overwrite
 
 test: setup
 	$(BIN)/python -m pytest -q

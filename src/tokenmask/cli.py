@@ -198,7 +198,7 @@ def apply_config_file(args: argparse.Namespace, parser: argparse.ArgumentParser,
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmask.render import ProgressReporter, print_fill_demo
     from tokenmask.train.config import PretrainConfig
-    from tokenmask.train.loop import corpus_texts, pretrain
+    from tokenmask.train.pretrain import corpus_texts, pretrain
 
     config = PretrainConfig(
         output=str(args.output),
@@ -228,8 +228,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tokenmask.data.tokenizers import load_tokenizer
     from tokenmask.train.config import PretrainConfig
     from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm, pseudo_perplexity
-    from tokenmask.train.loop import load_blocks
     from tokenmask.train.models import load_model
+    from tokenmask.train.pretrain import load_blocks
 
     tokenizer = load_tokenizer(args.model)
     model = load_model(args.model, vocab_size=len(tokenizer), max_length=args.max_length)

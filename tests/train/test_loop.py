@@ -9,7 +9,8 @@ from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 from tokenmask.cli import main
 from tokenmask.train.checkpoint import load_state
 from tokenmask.train.config import PretrainConfig
-from tokenmask.train.loop import backward_step, latest_checkpoint, pretrain
+from tokenmask.train.loop import backward_step, latest_checkpoint
+from tokenmask.train.pretrain import pretrain
 
 
 def tiny_bert():
@@ -214,13 +215,13 @@ def test_yaml_config_with_flags_overriding_it(corpus, tmp_path, capsys):
 def test_static_masking_reuses_dupe_factor_masks(bert_tokenizer, lines):
     from tokenmask.data.blocks import pack_texts
     from tokenmask.data.collator import MaskingCollator
-    from tokenmask.train.loop import _batches
+    from tokenmask.train.loop import epoch_batches
 
     blocks = [{**b, "block": b["id"]} for b in pack_texts(lines[:200], bert_tokenizer, block_length=32)][:16]
 
     def labels_by_epoch(dupe_factor):
-        settings = PretrainConfig(output="unused", max_steps=1, batch_size=16, dupe_factor=dupe_factor)
-        stream = _batches(blocks, MaskingCollator(bert_tokenizer, seed=0), settings)
+        collator = MaskingCollator(bert_tokenizer, seed=0)
+        stream = epoch_batches(blocks, collator, batch_size=16, seed=0, dupe_factor=dupe_factor)
         epochs = []
         for _ in range(4):  # one batch = one epoch here; the rows come in a new order each epoch
             batch = next(stream)

@@ -1,0 +1,102 @@
+"""Pre-training: corpus -> blocks -> masked-LM job for the training loop (:mod:`tokenmask.train.loop`).
+
+This module decides what is trained (a preset or a checkpoint), on what (the corpus's packed
+blocks, masked by :class:`~tokenmask.data.collator.MaskingCollator`), with which loss (the
+sparse MLM head) and how it is scored (fixed-mask loss, perplexity, accuracy); the loop does
+the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tokenmask.data.collator import MaskingCollator
+from tokenmask.data.corpus import read_texts
+from tokenmask.data.pretrain import PretrainBlocks, build_blocks, corpus_blocks
+from tokenmask.data.resources import shakespeare_scenes
+from tokenmask.data.tokenizers import load_tokenizer
+from tokenmask.train.config import PretrainConfig
+from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
+from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, epoch_batches, mlm_loss_sum, train
+from tokenmask.train.models import build_model, load_model_with_notes
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+
+def corpus_texts(config: PretrainConfig) -> Iterable[str]:
+    """The documents, streamed: the given corpus or the bundled plays (one per scene)."""
+    if config.corpus:
+        return read_texts(config.corpus, unit=config.document_unit, text_field=config.text_field)
+    return shakespeare_scenes()
+
+
+def load_blocks(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -> PretrainBlocks:
+    """The run's training and validation blocks, from the block cache when it holds them."""
+    settings = dict(
+        block_length=config.max_length,
+        validation_share=config.validation_share,
+        cache_dir=config.cache_dir,
+        use_cache=not config.no_cache,
+    )
+    if config.corpus:
+        return corpus_blocks(config.corpus, tokenizer, unit=config.document_unit, text_field=config.text_field, **settings)
+    return build_blocks(shakespeare_scenes(), tokenizer, **settings)
+
+
+def masking_rate(config: PretrainConfig, step: int, horizon: int | None) -> float:
+    """The selection rate at ``step``: constant, or linear from the start rate to ``mlm_probability_end``."""
+    start = float(config.masking.get("mlm_probability", 0.15))
+    if config.mlm_probability_end is None or not horizon:
+        return start
+    return start + (config.mlm_probability_end - start) * min(1.0, step / horizon)
+
+
+def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> TrainResult:
+    """Train a masked-LM on ``config``; the model ends in ``config.output``/model.
+
+    The run stops at the first of ``max_steps``, ``max_tokens`` and ``max_time``; the
+    learning-rate schedule (and a masking-rate schedule) spans that limit. With
+    ``config.resume``, continue from the newest checkpoint: same model, optimizer, schedule,
+    data order, masks and dropout state as the uninterrupted run would have had.
+
+    Raises:
+        ValueError: bad corpus, tokenizer, model or output settings.
+    """
+    return train(config, lambda checkpoint: _job(config, checkpoint, reporter), reporter)
+
+
+def _job(config: PretrainConfig, checkpoint: Path | None, reporter: Reporter) -> Job:
+    tokenizer = load_tokenizer(config.tokenizer)
+    blocks = load_blocks(config, tokenizer)
+    reporter.message(blocks.describe())
+    if checkpoint is not None or config.init:
+        loaded = load_model_with_notes(checkpoint or config.init, vocab_size=len(tokenizer), max_length=config.max_length)
+        model = loaded.model.train()
+        for note in loaded.notes:
+            reporter.message(note)
+    else:
+        model = build_model(config.preset, vocab_size=len(tokenizer), max_length=config.max_length, pad_token_id=tokenizer.pad_token_id)
+    collator = MaskingCollator(tokenizer, seed=config.seed, **config.masking)
+    eval_masking = {**config.masking, "mlm_probability": config.eval_mlm_probability}
+    eval_collator = MaskingCollator(tokenizer, seed=config.seed + EVAL_SEED_OFFSET, **eval_masking)
+    evaluation_blocks = (blocks.validation or blocks.train)[: config.eval_blocks]
+
+    def evaluate(model: torch.nn.Module) -> dict[str, Any]:
+        device = next(model.parameters()).device
+        return evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=config.batch_size, device=device).as_dict()
+
+    def before_step(step: int, horizon: int | None) -> dict[str, Any]:
+        collator.set_mlm_probability(masking_rate(config, step, horizon))
+        return {"mlm_probability": collator.selection.mlm_probability}
+
+    def batches(skip: int):
+        return epoch_batches(
+            blocks.train, collator, batch_size=config.batch_size, seed=config.seed, dupe_factor=config.dupe_factor, skip=skip
+        )
+
+    return Job(model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step)
