@@ -1,5 +1,7 @@
 """Sentence embeddings: pooling over content tokens only, batch-independent results, cosine
-search, an index that never unpickles, the real MiniLM encoder."""
+search, an index that never unpickles, the real MiniLM encoder, and the embed/search commands."""
+
+import json
 
 import numpy as np
 import pytest
@@ -7,6 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertModel
 
+from tokenmask.cli import main
 from tokenmask.train.embed import embed_texts, load_encoder, load_index, mean_pool, save_index, search
 from tokenmask.train.models import build_model
 
@@ -272,3 +275,110 @@ def test_minilm_ranks_the_paraphrase_first(minilm):
         assert best == expected, query
         assert best_score - second_score > 0.15, query  # measured margins: 0.22 to 0.50
 
+
+# the commands
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory, bert_tokenizer):
+    folder = tmp_path_factory.mktemp("tiny") / "model"
+    saved_masked_lm(folder, "bert-tiny", bert_tokenizer)
+    return folder
+
+
+@pytest.fixture
+def texts_file(tmp_path):
+    path = tmp_path / "texts.txt"
+    path.write_text(
+        "\n".join(TEXTS[:3]) + "\n\n" + "\n".join(TEXTS[3:]) + "\n", encoding="utf-8"
+    )  # a blank line: skipped
+    return path
+
+
+def test_embed_then_search_end_to_end(tiny_folder, texts_file, tmp_path, capsys):
+    index = tmp_path / "emb.npy"
+    assert (
+        main(["embed", str(tiny_folder), "--input", str(texts_file), "--output", str(index), "--batch-size", "3"]) == 0
+    )
+    assert "embedded 7 texts into unit-length 128-dim vectors" in capsys.readouterr().out
+    vectors = np.load(index, allow_pickle=False)
+    assert vectors.shape == (7, 128) and vectors.dtype == np.float32
+    argv = ["search", str(tiny_folder), "--index", str(index), "--texts", str(texts_file), "--query", TEXTS[4]]
+    assert main([*argv, "--top-k", "3", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["query"] == TEXTS[4] and [r["rank"] for r in report["results"]] == [1, 2, 3]
+    first = report["results"][0]  # the query is one of the texts: the same vector
+    assert (first["row"], first["text"]) == (4, TEXTS[4]) and first["score"] == pytest.approx(1.0, abs=1e-5)
+    scores = [r["score"] for r in report["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 5 and lines[0].split(maxsplit=2) == ["1", "1.0000", TEXTS[4]]
+
+
+def test_embed_no_normalize_keeps_the_plain_means(tiny_folder, texts_file, tmp_path, capsys, bert_tokenizer):
+    index = tmp_path / "raw.npy"
+    assert main(["embed", str(tiny_folder), "--input", str(texts_file), "--output", str(index), "--no-normalize"]) == 0
+    assert "unnormalised 128-dim" in capsys.readouterr().out
+    encoder, tokenizer = load_encoder(tiny_folder, device="cpu")
+    assert np.allclose(np.load(index), embed_texts(encoder, tokenizer, TEXTS, normalize=False), atol=1e-6)
+
+
+def test_embed_and_search_with_minilm(tmp_path, capsys):
+    documents = tmp_path / "docs.jsonl"
+    documents.write_text("\n".join(json.dumps({"body": d}) for d in DOCUMENTS), encoding="utf-8")
+    index = tmp_path / "docs.npy"
+    assert main(["embed", "minilm", "--input", str(documents), "--text-field", "body", "--output", str(index)]) == 0
+    capsys.readouterr()
+    argv = ["search", "minilm", "--index", str(index), "--texts", str(documents), "--text-field", "body"]
+    assert main([*argv, "--query", "How do I bake bread?", "--top-k", "2", "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert results[0]["text"] == "Recipe for baking a loaf of bread" and results[0]["score"] > 0.7
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("rows", "has 6 rows but the texts hold 7"),
+        ("dims", "has 5 dimensions but the model's hidden size is 128"),
+        ("empty input", "no text (empty, or blank lines only)"),
+        ("missing input", "no such file"),
+        ("missing index", "no such file"),
+        ("unknown model", "'bert-huge' is neither a checkpoint folder nor the name minilm"),
+        ("pickled index", "not a plain .npy array"),
+        ("empty query", "the query is empty"),
+        ("max length", "max_length must be over the 2 special tokens"),
+        ("batch size", "--batch-size must be >= 1"),
+    ],
+)
+def test_errors_exit_2_with_one_line(case, message, tiny_folder, texts_file, tmp_path, capsys):
+    good, wrong_rows, wrong_dims = tmp_path / "good.npy", tmp_path / "rows.npy", tmp_path / "dims.npy"
+    np.save(good, np.ones((7, 128), dtype=np.float32))
+    np.save(wrong_rows, np.ones((6, 128), dtype=np.float32))
+    np.save(wrong_dims, np.ones((7, 5), dtype=np.float32))
+    np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    (tmp_path / "blank.txt").write_text("\n  \n\n", encoding="utf-8")
+    model, texts = str(tiny_folder), str(texts_file)
+
+    def search_argv(index, query="kings", model=model):
+        return ["search", model, "--index", str(index), "--texts", texts, "--query", query]
+
+    def embed_argv(*extra, source=texts):
+        return ["embed", model, "--input", source, "--output", str(tmp_path / "out.npy"), *extra]
+
+    argv = {
+        "rows": search_argv(wrong_rows),
+        "dims": search_argv(wrong_dims),
+        "empty input": embed_argv(source=str(tmp_path / "blank.txt")),
+        "missing input": embed_argv(source=str(tmp_path / "nope.txt")),
+        "missing index": search_argv(tmp_path / "nope.npy"),
+        "unknown model": search_argv(good, model="bert-huge"),
+        "pickled index": search_argv(tmp_path / "pickled.npy"),
+        "empty query": search_argv(good, query="  "),
+        "max length": embed_argv("--max-length", "2"),
+        "batch size": embed_argv("--batch-size", "0"),
+    }[case]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out.npy").exists()
