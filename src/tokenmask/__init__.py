@@ -19,6 +19,9 @@ _EXPORTS = {
     "MaskingAugmenter": "tokenmask.data.augment",
     "augment_text": "tokenmask.data.augment",
     "MaskingCallback": "tokenmask.data.trainer",
+    "load_encoder": "tokenmask.train.embed",
+    "embed_texts": "tokenmask.train.embed",
+    "search": "tokenmask.train.embed",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -382,3 +382,10 @@ def test_errors_exit_2_with_one_line(case, message, tiny_folder, texts_file, tmp
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out.npy").exists()
+
+
+def test_the_user_facing_names_are_exported_lazily():
+    import tokenmask
+
+    assert (tokenmask.load_encoder, tokenmask.embed_texts, tokenmask.search) == (load_encoder, embed_texts, search)
+    assert {"load_encoder", "embed_texts", "search"} <= set(tokenmask.__all__)
