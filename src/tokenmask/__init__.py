@@ -26,6 +26,11 @@ _EXPORTS = {
     "rotten_tomatoes": "tokenmask.data.labelled",
     "prepare_finetune_data": "tokenmask.data.finetune",
     "LengthGroupedBatches": "tokenmask.data.sampler",
+    "load_encoder": "tokenmask.train.embed",
+    "embed_texts": "tokenmask.train.embed",
+    "search": "tokenmask.train.embed",
+    "PretrainConfig": "tokenmask.train.config",
+    "pretrain": "tokenmask.train.pretrain",
 }
 
 __all__ = sorted(_EXPORTS)

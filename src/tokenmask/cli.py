@@ -273,6 +273,47 @@ def _cmd_fill(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_embed(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from tokenmask.train.embed import embed_corpus
+
+    bar = Progress(
+        TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), transient=True,
+    )  # fmt: skip
+    with bar:
+        task = bar.add_task("embed", total=None)
+        run = embed_corpus(
+            args.model, args.input, args.output, text_field=args.text_field, batch_size=args.batch_size,
+            max_length=args.max_length, normalize=args.normalize,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )  # fmt: skip
+    kind = "unit-length" if run.normalized else "unnormalised"
+    print(
+        f"embedded {run.texts:,} texts into {kind} {run.dims}-dim vectors in {run.seconds:.1f} s "
+        f"({run.texts / max(run.seconds, 1e-9):,.0f} texts/s); saved to {run.output}"
+    )
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from tokenmask.train.embed import search_corpus
+
+    hits = search_corpus(
+        args.model, args.index, args.texts, args.query,
+        top_k=args.top_k, text_field=args.text_field, max_length=args.max_length,
+    )  # fmt: skip
+    if args.json:
+        results = [{"rank": h.rank, "row": h.row, "score": h.score, "text": h.text} for h in hits]
+        print(json.dumps({"query": args.query, "model": str(args.model), "results": results}, ensure_ascii=False, indent=2))
+    else:
+        for hit in hits:
+            print(f"{hit.rank:>3}  {hit.score:.4f}  {hit.text}")
+    return 0
+
+
 def _cmd_tokenizer_train(args: argparse.Namespace) -> int:
     from tokenmask.data.corpus import read_texts
     from tokenmask.data.resources import shakespeare_lines
@@ -288,6 +329,16 @@ def _cmd_tokenizer_train(args: argparse.Namespace) -> int:
     print(f"{args.kind} tokenizer with {len(tokenizer):,} entries saved to {args.output}")
     print(f"  {sample!r} -> {tokenizer.tokenize(sample)}")
     return 0
+
+
+_TEXTS_HELP = "files, folders or globs: one text per line of .txt/.md, the --text-field of .jsonl/.csv/.parquet records"
+
+
+def _add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and text flags that ``embed`` and ``search`` share (they must agree)."""
+    parser.add_argument("model", metavar="MODEL", help="checkpoint folder (e.g. OUTPUT/model of pretrain, any Hugging Face encoder or masked-LM), or minilm")
+    parser.add_argument("--text-field", default="text", help="text field / column of JSON, CSV, Parquet records (default: text)")
+    parser.add_argument("--max-length", type=int, default=256, help="tokens per text at most, special tokens included; longer texts are cut (default: 256)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -389,6 +440,39 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--top-k", type=int, default=5, help="predictions per mask (default: 5)")
     fill.add_argument("--json", action="store_true", help="print JSON")
     fill.set_defaults(run=_cmd_fill)
+
+    embed = commands.add_parser(
+        "embed",
+        help="sentence embeddings of a text file into a .npy matrix (one row per text)",
+        description="Embed each text with a checkpoint's encoder (the masked-LM head is not used): the mean "
+        "of its last hidden states over the tokens that are neither special nor padding, scaled to unit "
+        "length unless --no-normalize. Rows follow the input order; blank lines are skipped. Saves a "
+        "float32 .npy matrix (texts x hidden size) for `tokenmask search`.",
+    )
+    _add_encoder_arguments(embed)
+    embed.add_argument("--input", nargs="+", required=True, metavar="FILE", help=_TEXTS_HELP)
+    embed.add_argument("--output", type=Path, required=True, help="the .npy file to write (exactly this name)")
+    embed.add_argument("--batch-size", type=int, default=32, help="texts per forward pass; texts are sorted by length so batches pad little (default: 32)")
+    embed.add_argument(
+        "--normalize", action=argparse.BooleanOptionalAction, default=True,
+        help="scale each vector to unit L2 norm, so a dot product is the cosine similarity, as retrieval "
+        "and vector stores expect (default: on); --no-normalize keeps the plain means",
+    )  # fmt: skip
+    embed.set_defaults(run=_cmd_embed)
+
+    search = commands.add_parser(
+        "search",
+        help="the texts most similar to a query, by cosine similarity over an index from `embed`",
+        description="Embed QUERY with MODEL and rank the texts of an index built by `tokenmask embed` "
+        "(same model, same texts) by cosine similarity; prints rank, score and text.",
+    )
+    _add_encoder_arguments(search)
+    search.add_argument("--index", type=Path, required=True, help="the .npy file written by `tokenmask embed`")
+    search.add_argument("--texts", nargs="+", required=True, metavar="FILE", help=f"the input of `embed`: {_TEXTS_HELP}")
+    search.add_argument("--query", required=True, help="the text to look for")
+    search.add_argument("--top-k", type=int, default=5, help="results to show (default: 5)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    search.set_defaults(run=_cmd_search)
 
     tokenizer = commands.add_parser("tokenizer", help="tokenizer tools", description="Tokenizer tools.")
     tokenizer_commands = tokenizer.add_subparsers(dest="tokenizer_command", required=True, metavar="COMMAND")
