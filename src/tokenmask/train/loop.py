@@ -93,7 +93,7 @@ class Job:
         evaluate: ``model -> metrics`` (plain numbers; ``loss`` first), at fixed inputs.
         loss: ``(model, batch) -> summed loss`` over the batch's targets.
         before_step: ``(step, horizon or None) -> fields to log``, called before each
-            optimizer step (e.g. a masking-rate schedule); None for nothing.
+            optimizer step (e.g. a masking-rate schedule); by default nothing.
     """
 
     model: torch.nn.Module
@@ -101,7 +101,7 @@ class Job:
     batches: Callable[[int], Iterator[dict[str, Any]]]
     evaluate: Callable[[torch.nn.Module], dict[str, float]]
     loss: LossFunction
-    before_step: Callable[[int, int | None], dict[str, Any]] | None = None
+    before_step: Callable[[int, int | None], dict[str, Any]] = lambda step, horizon: {}
 
 
 def mlm_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -335,7 +335,7 @@ def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: R
         if checkpoint is None:
             evaluate()
         while True:
-            extra = job.before_step(result.steps, schedule.horizon if schedule.fitted else None) if job.before_step else {}
+            extra = job.before_step(result.steps, schedule.horizon if schedule.fitted else None)
             fetching = time.perf_counter()
             micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
             data_seconds = time.perf_counter() - fetching
