@@ -297,6 +297,27 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rates(value: Any) -> list[float]:
+    """``"0,0.05,0.1" -> [0.0, 0.05, 0.1]`` (a YAML list or number too); raises ValueError for anything else."""
+    parts = value if isinstance(value, list | tuple) else str(value).split(",")
+    try:
+        return [float(part) for part in parts if str(part).strip()]
+    except ValueError:
+        raise ValueError(f"--rates: expected comma-separated numbers, e.g. 0,0.05,0.1; got {value!r}") from None
+
+
+def _cmd_compare_augment(args: argparse.Namespace) -> int:
+    from tokenmask.render import ProgressReporter
+    from tokenmask.train.compare import COMPARE_FILE, COMPARE_PLOT, compare_augment
+
+    config, rates = _finetune_config(args), _rates(args.rates)
+    with ProgressReporter() as reporter:
+        comparison = compare_augment(config, rates=rates, seeds=args.seeds, reporter=reporter)
+    print(comparison.table())
+    print(f"runs in {comparison.output}/rate-*/seed-*; summary in {comparison.output}/{COMPARE_FILE} and {COMPARE_PLOT}")
+    return 0
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tokenmask.data.collator import MaskingCollator
     from tokenmask.data.tokenizers import load_tokenizer
@@ -561,6 +582,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_finetune_arguments(finetune)
     finetune.set_defaults(run=_cmd_finetune, parser=finetune)
 
+    compare = commands.add_parser(
+        "compare-augment",
+        help="fine-tune at several [MASK] augmentation rates and seeds; mean ± std per rate, and a plot",
+        description="Run the same fine-tuning once per augmentation rate and seed (each in OUTPUT/rate-R/seed-S) "
+        "and compare the final validation metric (--best-metric, default macro_f1 or span_f1): mean ± sample "
+        "standard deviation per rate, printed and plotted to OUTPUT/compare.png. Give the length of each run "
+        "with --max-time (minutes per run), --max-steps or --epochs.",
+    )
+    compare.add_argument("--rates", default="0,0.05,0.1,0.2", help="comma-separated augmentation rates (default: 0,0.05,0.1,0.2)")
+    compare.add_argument("--seeds", type=int, default=3, help="runs per rate, seeds --seed, --seed + 1, … (default: 3)")
+    _add_finetune_arguments(compare)
+    compare.set_defaults(run=_cmd_compare_augment, parser=compare)
+
     tokenizer = commands.add_parser("tokenizer", help="tokenizer tools", description="Tokenizer tools.")
     tokenizer_commands = tokenizer.add_subparsers(dest="tokenizer_command", required=True, metavar="COMMAND")
     train = tokenizer_commands.add_parser(
@@ -586,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "config", None) is not None:
             apply_config_file(args, args.parser, argv)
-        if args.command in ("pretrain", "finetune") and args.output is None:
+        if args.command in ("pretrain", "finetune", "compare-augment") and args.output is None:
             raise ValueError("--output is required (on the command line or in --config)")
         for name in ("max_length", "batch_size", "max_tokens", "top_k", "max_blocks"):
             if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
