@@ -262,3 +262,11 @@ def test_eval_mode_augmenter_pads_only(bert_tokenizer):
     features = [{"input_ids": [101, 2000, 2001, 102], "labels": 1}, {"input_ids": [101, 2003, 102], "labels": 0}]
     batch = MaskingAugmenter(bert_tokenizer, rate=0.0).eval()(features)
     assert batch["input_ids"].tolist() == [[101, 2000, 2001, 102], [101, 2003, 102, 0]]
+
+
+def test_the_fine_tuning_api_is_exported():
+    import tokenmask
+    from tokenmask.train import compare, config, finetune, watch
+
+    for module, name in [(config, "FinetuneConfig"), (finetune, "finetune"), (compare, "compare_augment"), (watch, "DivergenceWatch")]:
+        assert getattr(tokenmask, name) is getattr(module, name) and name in tokenmask.__all__
