@@ -270,3 +270,24 @@ def test_the_fine_tuning_api_is_exported():
 
     for module, name in [(config, "FinetuneConfig"), (finetune, "finetune"), (compare, "compare_augment"), (watch, "DivergenceWatch")]:
         assert getattr(tokenmask, name) is getattr(module, name) and name in tokenmask.__all__
+
+
+def test_pretrain_then_finetune_its_model_on_given_validation_files(lines, reviews_csv, tmp_path, capsys):
+    corpus = tmp_path / "plays.txt"
+    corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 600, 6)), encoding="utf-8")
+    pretrained = tmp_path / "pretrained"
+    argv = ["pretrain", str(corpus), "--output", str(pretrained), "--max-steps", "2", "--batch-size", "4",
+            "--max-length", "32", "--eval-blocks", "4", "--no-demo"]  # fmt: skip
+    assert main(argv) == 0
+    held_out = tmp_path / "held-out.csv"  # header + 50 rows, without the movie column
+    rows = reviews_csv.read_text(encoding="utf-8").splitlines()[:51]
+    held_out.write_text("\n".join(",".join(row.split(",")[:2]) for row in rows) + "\n", encoding="utf-8")
+    out = tmp_path / "tuned"
+    argv = ["finetune", str(reviews_csv), "--eval", str(held_out), "--group-by", "movie", "--model", str(pretrained / "model"),
+            "--output", str(out), "--max-steps", "2", "--batch-size", "16", "--max-length", "32"]  # fmt: skip
+    assert main(argv) == 0
+    printed = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "validation: 50 examples;" in printed and "train: 400 examples (40 groups)" in printed
+    assert "model: new, randomly initialised: bert.pooler.dense.bias, bert.pooler.dense.weight, classifier.bias" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert sum(map(sum, results["final"]["confusion"])) == 50  # every held-out row scored

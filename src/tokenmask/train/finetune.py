@@ -59,15 +59,17 @@ _WATCH_FIELDS = ("train_loss", "divergence_streak", "divergence_warning", "augme
 # ---- data ----------------------------------------------------------------------------------
 
 
-def read_examples(paths: Sequence[str], config: FinetuneConfig) -> list[LabelledText] | list[TaggedSentence]:
-    """The labelled examples of ``paths``, read for ``config.task`` with its column names."""
+def read_examples(
+    paths: Sequence[str], config: FinetuneConfig, *, grouped: bool = True
+) -> list[LabelledText] | list[TaggedSentence]:
+    """The labelled examples of ``paths``, read for ``config.task`` with its column names
+    (and its ``group_by`` column unless ``grouped`` is False)."""
+    group_by = config.group_by if grouped else None
     if config.task == "classify":
-        return read_labelled_texts(
-            paths, text_column=config.text_column or "text", label_column=config.label_column or "label", group_by=config.group_by
-        )
-    return read_tagged_sentences(
-        paths, tokens_column=config.text_column or "tokens", tags_column=config.label_column or "tags", group_by=config.group_by
-    )
+        text, label = config.text_column or "text", config.label_column or "label"
+        return read_labelled_texts(paths, text_column=text, label_column=label, group_by=group_by)
+    words, tags = config.text_column or "tokens", config.label_column or "tags"
+    return read_tagged_sentences(paths, tokens_column=words, tags_column=tags, group_by=group_by)
 
 
 def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase) -> FinetuneData:
@@ -86,7 +88,8 @@ def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
         examples, split_by = rotten_tomatoes(), "group"
     else:
         raise ValueError("the built-in data (Rotten Tomatoes reviews) is for --task classify; give token-labelled DATA")
-    validation = read_examples(config.eval_data, config) if config.eval_data else None
+    # given validation files are not split, so they need no group column
+    validation = read_examples(config.eval_data, config, grouped=False) if config.eval_data else None
     data = prepare_finetune_data(
         examples,
         tokenizer,
