@@ -31,6 +31,10 @@ _EXPORTS = {
     "search": "tokenmask.train.embed",
     "PretrainConfig": "tokenmask.train.config",
     "pretrain": "tokenmask.train.pretrain",
+    "FinetuneConfig": "tokenmask.train.config",
+    "finetune": "tokenmask.train.finetune",
+    "compare_augment": "tokenmask.train.compare",
+    "DivergenceWatch": "tokenmask.train.watch",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -162,7 +162,8 @@ def _add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 def apply_config_file(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Fill ``args`` from ``args.config`` (YAML) wherever the command line did not set a flag.
 
-    Keys are flag names (``lr``, ``max-steps`` or ``max_steps``, ``strategy``, ``corpus``…).
+    Keys are flag names (``lr``, ``max-steps`` or ``max_steps``, ``strategy``, ``corpus``, ``data``,
+    ``eval``…); a list setting takes a list or one string.
 
     Raises:
         ValueError: unreadable YAML, not a mapping, or a key that is no flag of the command.
@@ -177,8 +178,7 @@ def apply_config_file(args: argparse.Namespace, parser: argparse.ArgumentParser,
         raise ValueError(f"{args.config}: expected a mapping of settings")
     actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "config", "run")}
     given = {a.dest for a in actions.values() for o in a.option_strings for t in argv if t == o or t.startswith(o + "=")}
-    if getattr(args, "corpus", None):
-        given.add("corpus")
+    given |= {a.dest for a in actions.values() if not a.option_strings and getattr(args, a.dest, None)}  # CORPUS, DATA
     for key, value in settings.items():
         dest = str(key).replace("-", "_")
         if dest not in actions:
@@ -186,7 +186,7 @@ def apply_config_file(args: argparse.Namespace, parser: argparse.ArgumentParser,
         if dest in given:
             continue  # flags override the file
         action = actions[dest]
-        if dest == "corpus":
+        if action.nargs in ("*", "+"):  # a list: CORPUS, DATA, --eval
             value = [value] if isinstance(value, str) else list(value)
         elif action.type is not None and value is not None:
             value = action.type(value)
@@ -220,6 +220,101 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         from tokenmask.data.pretrain import held_out_lines
 
         print_fill_demo(Path(result.output) / "model", held_out_lines(corpus_texts(config), config.validation_share, 6))
+    return 0
+
+
+_FINETUNE_FLAGS = (
+    "model", "task", "text_column", "label_column", "group_by", "validation_share", "max_length", "batch_size",
+    "grad_accum", "lr", "weight_decay", "warmup", "schedule", "epochs", "max_steps", "max_time", "max_tokens",
+    "eval_every", "save_every", "patience", "best_metric", "augment_rate", "augment_strategy", "augment_adaptive",
+    "seed", "precision", "cpu",
+)
+DEFAULT_FINETUNE_MINUTES = 9.0
+"""``tokenmask finetune`` without --epochs, --max-steps, --max-time or --max-tokens: fits 10 minutes."""
+
+
+def _add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
+    """DATA, --eval and one flag per FinetuneConfig field, help text from the field docs."""
+    from tokenmask.train.config import FINETUNE_METRICS, FINETUNE_TASKS, FinetuneConfig
+
+    docs = {f.name: f for f in fields(FinetuneConfig)}
+    parser.add_argument("data", nargs="*", help=f"labelled {docs['data'].metadata['help']}")
+    parser.add_argument("--eval", nargs="+", metavar="DATA", help=docs["eval_data"].metadata["help"])
+    parser.add_argument("--output", type=Path, help="output folder (the model ends in OUTPUT/model); required here or in --config")
+    parser.add_argument("--config", type=Path, help="YAML file of settings (flag names as keys); flags override it")
+    parser.add_argument("--overwrite", action="store_true", help=docs["overwrite"].metadata["help"])
+    choices = {
+        "task": FINETUNE_TASKS, "schedule": ("linear", "cosine"), "precision": ("auto", "fp32", "bf16"),
+        "augment_strategy": ("token", "whole_word"),
+        "best_metric": tuple(dict.fromkeys(m for names in FINETUNE_METRICS.values() for m in names)),
+    }  # fmt: skip
+    group = parser.add_argument_group("fine-tuning")
+    for name in _FINETUNE_FLAGS:
+        f = docs[name]
+        flag, default = f"--{name.replace('_', '-')}", f.default
+        shown = f"{DEFAULT_FINETUNE_MINUTES:g} when no other limit is given" if name == "max_time" else default
+        help_text = f.metadata["help"] + ("" if shown is None or shown is False else f" (default: {shown})")
+        if isinstance(default, bool):
+            group.add_argument(flag, action="store_true", help=help_text)
+            continue
+        kind = float if "float" in f.type else int if "int" in f.type else str
+        group.add_argument(flag, type=kind, default=default, choices=choices.get(name), help=help_text)
+
+
+def _finetune_config(args: argparse.Namespace, **settings: Any):
+    from tokenmask.train.config import FinetuneConfig
+
+    return FinetuneConfig(
+        output=str(args.output),
+        data=tuple(args.data),
+        eval_data=tuple(args.eval or ()),
+        overwrite=args.overwrite,
+        **{name: getattr(args, name) for name in _FINETUNE_FLAGS if name not in settings},
+        **settings,
+    )
+
+
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    from tokenmask.render import ProgressReporter
+    from tokenmask.train.finetune import BEST_FOLDER, CONFUSION_FILE, RESULTS_FILE, finetune
+    from tokenmask.train.metrics import format_confusion
+
+    limits = (args.epochs, args.max_steps, args.max_time, args.max_tokens)
+    minutes = DEFAULT_FINETUNE_MINUTES if all(limit is None for limit in limits) else args.max_time
+    config = _finetune_config(args, resume=args.resume, max_time=minutes)
+    with ProgressReporter() as reporter:
+        result = finetune(config, reporter)
+    final = result.final.metrics()
+    shown = ", ".join(f"{name} {value:.4f}" for name, value in final.items())
+    print(f"fine-tuned {result.steps:,} steps in {result.seconds / 60:.1f} min; validation at step {result.final_step}: {shown}")
+    print(f"best {result.metric} {result.best[result.metric]:.4f} at step {result.best_step} (model in {result.output}/{BEST_FOLDER})")
+    print(f"confusion matrix (validation, step {result.final_step}):")
+    print(format_confusion(result.final.scores.confusion, result.labels))
+    print(
+        f"model in {result.output}/model; results in {result.output}/{RESULTS_FILE} and {CONFUSION_FILE}; "
+        f"metrics in {result.output}/metrics.jsonl and metrics.png"
+    )
+    return 0
+
+
+def _rates(value: Any) -> list[float]:
+    """``"0,0.05,0.1" -> [0.0, 0.05, 0.1]`` (a YAML list or number too); raises ValueError for anything else."""
+    parts = value if isinstance(value, list | tuple) else str(value).split(",")
+    try:
+        return [float(part) for part in parts if str(part).strip()]
+    except ValueError:
+        raise ValueError(f"--rates: expected comma-separated numbers, e.g. 0,0.05,0.1; got {value!r}") from None
+
+
+def _cmd_compare_augment(args: argparse.Namespace) -> int:
+    from tokenmask.render import ProgressReporter
+    from tokenmask.train.compare import COMPARE_FILE, COMPARE_PLOT, compare_augment
+
+    config, rates = _finetune_config(args), _rates(args.rates)
+    with ProgressReporter() as reporter:
+        comparison = compare_augment(config, rates=rates, seeds=args.seeds, reporter=reporter)
+    print(comparison.table())
+    print(f"runs in {comparison.output}/rate-*/seed-*; summary in {comparison.output}/{COMPARE_FILE} and {COMPARE_PLOT}")
     return 0
 
 
@@ -474,6 +569,32 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="print JSON")
     search.set_defaults(run=_cmd_search)
 
+    finetune = commands.add_parser(
+        "finetune",
+        help="fine-tune a classifier or token tagger (default: minilm on Rotten Tomatoes reviews, ~10 min on 2 cores)",
+        description="Fine-tune a checkpoint (minilm, or OUTPUT/model of pretrain) to classify texts or tag words, "
+        "optionally with [MASK] augmentation that keeps the labels. Evaluates on held-out examples (split by "
+        "--group-by when given), keeps the best checkpoint in OUTPUT/best, warns when validation loss rises "
+        "while training loss falls, and writes OUTPUT/results.json and a confusion matrix. Without DATA, "
+        "fine-tunes on the built-in Rotten Tomatoes snippets (fresh / rotten), validated on held-out movies.",
+    )
+    finetune.add_argument("--resume", action="store_true", help="continue the run in OUTPUT from its newest checkpoint")
+    _add_finetune_arguments(finetune)
+    finetune.set_defaults(run=_cmd_finetune, parser=finetune)
+
+    compare = commands.add_parser(
+        "compare-augment",
+        help="fine-tune at several [MASK] augmentation rates and seeds; mean ± std per rate, and a plot",
+        description="Run the same fine-tuning once per augmentation rate and seed (each in OUTPUT/rate-R/seed-S) "
+        "and compare the final validation metric (--best-metric, default macro_f1 or span_f1): mean ± sample "
+        "standard deviation per rate, printed and plotted to OUTPUT/compare.png. Give the length of each run "
+        "with --max-time (minutes per run), --max-steps or --epochs.",
+    )
+    compare.add_argument("--rates", default="0,0.05,0.1,0.2", help="comma-separated augmentation rates (default: 0,0.05,0.1,0.2)")
+    compare.add_argument("--seeds", type=int, default=3, help="runs per rate, seeds --seed, --seed + 1, … (default: 3)")
+    _add_finetune_arguments(compare)
+    compare.set_defaults(run=_cmd_compare_augment, parser=compare)
+
     tokenizer = commands.add_parser("tokenizer", help="tokenizer tools", description="Tokenizer tools.")
     tokenizer_commands = tokenizer.add_subparsers(dest="tokenizer_command", required=True, metavar="COMMAND")
     train = tokenizer_commands.add_parser(
@@ -499,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "config", None) is not None:
             apply_config_file(args, args.parser, argv)
-        if args.command == "pretrain" and args.output is None:
+        if args.command in ("pretrain", "finetune", "compare-augment") and args.output is None:
             raise ValueError("--output is required (on the command line or in --config)")
         for name in ("max_length", "batch_size", "max_tokens", "top_k", "max_blocks"):
             if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:

@@ -149,3 +149,17 @@ def test_protected_spans_are_checked_and_epochs_validated(bert_tokenizer):
         augmenter([{"input_ids": [101, 2000, 102], "protected_spans": [[1, 9]], "labels": 0}])
     with pytest.raises(ValueError, match="epoch"):
         augmenter.set_epoch(-1)
+
+
+def test_set_rate_changes_the_rate_and_zero_turns_it_off(bert_tokenizer, lines):
+    features = classification_batch(bert_tokenizer, lines[:300])
+    augmenter = MaskingAugmenter(bert_tokenizer, rate=0.3, seed=2)
+    fresh = MaskingAugmenter(bert_tokenizer, rate=0.1, seed=2)
+    augmenter.set_rate(0.1)
+    assert augmenter.rate == 0.1
+    assert torch.equal(augmenter(features)["input_ids"], fresh(features)["input_ids"])  # as if built at 0.1
+    augmenter.set_rate(0.0)
+    plain = MaskingAugmenter(bert_tokenizer).eval()(features)
+    assert torch.equal(augmenter(features)["input_ids"], plain["input_ids"])
+    with pytest.raises(ValueError, match="rate must be in"):
+        augmenter.set_rate(-0.1)

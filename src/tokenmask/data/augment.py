@@ -83,17 +83,11 @@ class MaskingAugmenter:
         pad_to_multiple_of: int | None = None,
         protected_ids: Iterable[int] = (),
     ) -> None:
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"rate must be in [0, 1]; got {rate}")
         if strategy not in ("token", "whole_word"):
             raise ValueError(f"augmentation strategy must be 'token' or 'whole_word'; got {strategy!r}")
-        self.rate = float(rate)
         self.unit_config = UnitConfig(strategy=strategy)
-        self.selection = (
-            SelectionConfig(mlm_probability=rate, min_masks_per_sequence=min_masks_per_sequence)
-            if rate > 0
-            else None
-        )
+        self.min_masks_per_sequence = min_masks_per_sequence
+        self.set_rate(rate)
         self.corruption = CorruptionConfig(
             mask_replace_prob=mask_replace_prob, random_replace_prob=random_replace_prob
         )
@@ -113,6 +107,21 @@ class MaskingAugmenter:
     def eval(self) -> MaskingAugmenter:
         """Stop augmenting: batches are only padded."""
         return self.train(False)
+
+    def set_rate(self, rate: float) -> None:
+        """Mask a share ``rate`` of the eligible tokens from now on; 0 turns augmentation off.
+
+        Raises:
+            ValueError: a rate outside [0, 1].
+        """
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"rate must be in [0, 1]; got {rate}")
+        self.rate = float(rate)
+        self.selection = (
+            SelectionConfig(mlm_probability=rate, min_masks_per_sequence=self.min_masks_per_sequence)
+            if rate > 0
+            else None
+        )
 
     def set_epoch(self, epoch: int) -> None:
         """New masks for ``epoch``."""

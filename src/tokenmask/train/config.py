@@ -1,4 +1,4 @@
-"""Settings of a pre-training run: one frozen, validated dataclass; the CLI builds it."""
+"""Settings of the training recipes (pre-training, fine-tuning): one frozen, validated dataclass each; the CLI builds them."""
 
 from __future__ import annotations
 
@@ -97,3 +97,113 @@ class PretrainConfig:
             raise ValueError(f"max_time must be > 0 minutes; got {self.max_time}")
         if self.init is None and self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+
+
+FINETUNE_TASKS = ("classify", "tokens")
+FINETUNE_METRICS = {"classify": ("macro_f1", "accuracy", "loss"), "tokens": ("span_f1", "accuracy", "macro_f1", "loss")}
+"""Metrics ``best_metric`` may name, per task; the first is the default. Loss is lower-better."""
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """What to fine-tune, on which labelled data, for how long, with which augmentation.
+
+    Satisfies the loop's ``LoopSettings``. The run stops at the first of ``epochs`` (turned
+    into optimizer steps once the data is read), ``max_steps``, ``max_tokens`` and ``max_time``.
+    """
+
+    output: str = field(metadata=_doc("output folder: model, best checkpoint, metrics, results.json"))
+    data: tuple[str, ...] = field(
+        default=(), metadata=_doc("labelled files, folders or globs; none = the built-in Rotten Tomatoes snippets, split by movie")
+    )
+    eval_data: tuple[str, ...] = field(default=(), metadata=_doc("validation files (none = hold out a deterministic share of DATA)"))
+    model: str = field(default="minilm", metadata=_doc("checkpoint folder (e.g. OUTPUT/model of pretrain) or minilm"))
+    task: Literal["classify", "tokens"] = field(
+        default="classify", metadata=_doc("classify = one label per text; tokens = one tag per word (BIO, CoNLL or JSON lists)")
+    )
+    text_column: str | None = field(
+        default=None, metadata=_doc("column of the text (classify: default 'text') or of the word list (tokens: default 'tokens')")
+    )
+    label_column: str | None = field(
+        default=None, metadata=_doc("column of the label (classify: default 'label') or of the tag list (tokens: default 'tags')")
+    )
+    group_by: str | None = field(
+        default=None, metadata=_doc("column naming each example's group (a movie, an author): the split keeps every group on one side")
+    )
+    validation_share: float = field(default=0.1, metadata=_doc("share of the examples (or groups) held out when no --eval is given"))
+    max_length: int = field(default=128, metadata=_doc("tokens per example at most, special tokens included; longer ones are cut (and counted)"))
+    batch_size: int = field(default=32, metadata=_doc("examples per micro-batch (grouped by length, padded per batch)"))
+    grad_accum: int = field(default=1, metadata=_doc("micro-batches per optimizer step"))
+    lr: float = field(default=1e-4, metadata=_doc("peak learning rate (AdamW); 1e-4 suits minilm on short runs"))
+    weight_decay: float = field(default=0.01, metadata=_doc("AdamW weight decay"))
+    warmup: float = field(default=0.1, metadata=_doc("share of steps spent warming the learning rate up"))
+    schedule: Literal["linear", "cosine"] = field(default="linear", metadata=_doc("decay after warm-up"))
+    epochs: int | None = field(default=None, metadata=_doc("stop after this many passes over the training examples"))
+    max_steps: int | None = field(default=None, metadata=_doc("stop after this many optimizer steps"))
+    max_time: float | None = field(default=None, metadata=_doc("stop after this many minutes"))
+    max_tokens: int | None = field(default=None, metadata=_doc("stop after this many training tokens"))
+    eval_every: int = field(default=150, metadata=_doc("evaluate on the validation examples every N steps (and at the start and end)"))
+    save_every: int = field(default=500, metadata=_doc("write a resumable checkpoint every N steps (the last 2 are kept)"))
+    patience: int = field(
+        default=3, metadata=_doc("warn when validation loss rose while training loss fell this many evaluations in a row")
+    )
+    best_metric: str | None = field(
+        default=None, metadata=_doc("keep the checkpoint best by this metric in OUTPUT/best (default: macro_f1, or span_f1 for tokens)")
+    )
+    augment_rate: float = field(default=0.0, metadata=_doc("share of training tokens replaced by [MASK], labels kept (0 = off; never at evaluation)"))
+    augment_strategy: Literal["token", "whole_word"] = field(default="token", metadata=_doc("mask single tokens or whole words"))
+    augment_adaptive: bool = field(
+        default=False, metadata=_doc("halve the augmentation rate each time the divergence warning fires (off below 0.01)")
+    )
+    seed: int = field(default=0, metadata=_doc("random seed (head init, order, augmentation masks, dropout)"))
+    resume: bool = field(default=False, metadata=_doc("continue the run in OUTPUT from its newest checkpoint"))
+    overwrite: bool = field(default=False, metadata=_doc("start afresh in an OUTPUT that already holds a run"))
+    precision: Literal["auto", "fp32", "bf16"] = field(
+        default="auto", metadata=_doc("auto = bf16 autocast where the hardware has it, else fp32")
+    )
+    cpu: bool = field(default=False, metadata=_doc("train on the CPU even if a GPU is present"))
+
+    @property
+    def metric(self) -> str:
+        """The metric the best checkpoint is chosen by (``best_metric`` or the task's default)."""
+        return self.best_metric or FINETUNE_METRICS[self.task][0]
+
+    def __post_init__(self) -> None:
+        for name in ("max_length", "batch_size", "grad_accum", "eval_every", "save_every", "patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
+        if self.max_length < 8:
+            raise ValueError(f"max_length must be >= 8; got {self.max_length}")
+        if self.task not in FINETUNE_TASKS:
+            raise ValueError(f"task must be 'classify' or 'tokens'; got {self.task!r}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0; got {self.lr}")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ValueError(f"warmup must be in [0, 1); got {self.warmup}")
+        if not 0.0 < self.validation_share < 0.5:
+            raise ValueError(f"validation_share must be in (0, 0.5); got {self.validation_share}")
+        if self.epochs is None and self.max_steps is None and self.max_time is None and self.max_tokens is None:
+            raise ValueError("give epochs, max_steps, max_tokens or max_time (any of them; the first reached stops the run)")
+        for name in ("epochs", "max_steps", "max_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
+        if self.max_time is not None and self.max_time <= 0:
+            raise ValueError(f"max_time must be > 0 minutes; got {self.max_time}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0; got {self.seed}")
+        self._check_choices()
+
+    def _check_choices(self) -> None:
+        if self.schedule not in ("linear", "cosine"):
+            raise ValueError(f"schedule must be 'linear' or 'cosine'; got {self.schedule!r}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16'; got {self.precision!r}")
+        if not 0.0 <= self.augment_rate < 1.0:
+            raise ValueError(f"augment_rate must be in [0, 1); got {self.augment_rate}")
+        if self.augment_strategy not in ("token", "whole_word"):
+            raise ValueError(f"augment_strategy must be 'token' or 'whole_word'; got {self.augment_strategy!r}")
+        if self.augment_adaptive and self.augment_rate == 0:
+            raise ValueError("augment_adaptive halves the augmentation rate: give augment_rate > 0 too")
+        allowed = FINETUNE_METRICS[self.task]
+        if self.best_metric is not None and self.best_metric not in allowed:
+            raise ValueError(f"best_metric for task {self.task!r} must be one of {', '.join(allowed)}; got {self.best_metric!r}")

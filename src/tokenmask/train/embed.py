@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokenmask.train.models import MINILM
+from tokenmask.train.models import MINILM, checkpoint_folder, quiet_load_report
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
     import torch
@@ -27,8 +26,6 @@ if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help`
 
 Progress = Callable[[int, int], None]
 """Called after each batch with ``(texts embedded so far, total texts)``."""
-
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json")
 
 
 def load_encoder(
@@ -59,9 +56,9 @@ def load_encoder(
     from tokenmask.data.tokenizers import load_tokenizer
 
     is_minilm = str(name_or_path) == MINILM and not Path(name_or_path).is_dir()
-    folder = minilm_dir() if is_minilm else _checkpoint_folder(Path(name_or_path))
+    folder = minilm_dir() if is_minilm else checkpoint_folder(Path(name_or_path))
     tokenizer = load_tokenizer(MINILM if is_minilm else folder)
-    with _quiet_load_report():
+    with quiet_load_report():
         model, info = AutoModel.from_pretrained(
             folder, local_files_only=True, trust_remote_code=False, output_loading_info=True
         )
@@ -72,36 +69,6 @@ def load_encoder(
         raise ValueError(f"{folder}: the checkpoint lacks encoder weights ({shown}); they would be random")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tokenizer
-
-
-def _checkpoint_folder(path: Path) -> Path:
-    """``path``, checked to be a model folder with a config and tokenizer files."""
-    if not path.is_dir():
-        raise ValueError(f"model {str(path)!r} is neither a checkpoint folder nor the name {MINILM}")
-    if not (path / "config.json").is_file():
-        hint = f" (did you mean {path / 'model'}?)" if (path / "model" / "config.json").is_file() else ""
-        raise ValueError(f"{path}: no config.json, not a Hugging Face model folder{hint}")
-    if not any((path / name).is_file() for name in _TOKENIZER_FILES):
-        raise ValueError(
-            f"{path}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer with the model"
-        )
-    return path
-
-
-@contextmanager
-def _quiet_load_report():
-    """Silence transformers' load report and bar (the unused MLM head…): we judge missing weights ourselves."""
-    from transformers.utils import logging
-
-    level, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-        if bar:
-            logging.enable_progress_bar()
 
 
 def embed_texts(

