@@ -276,7 +276,7 @@ def test_pretrain_then_finetune_its_model_on_given_validation_files(lines, revie
     corpus = tmp_path / "plays.txt"
     corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 600, 6)), encoding="utf-8")
     pretrained = tmp_path / "pretrained"
-    argv = ["pretrain", str(corpus), "--output", str(pretrained), "--max-steps", "2", "--batch-size", "4",
+    argv = ["pretrain", str(corpus), "--output", str(pretrained), "--preset", "bert-tiny", "--max-steps", "2", "--batch-size", "4",
             "--max-length", "32", "--eval-blocks", "4", "--no-demo"]  # fmt: skip
     assert main(argv) == 0
     held_out = tmp_path / "held-out.csv"  # header + 50 rows, without the movie column

@@ -68,7 +68,7 @@ def corpus(tmp_path_factory, lines):
 
 def config(corpus, output, **overrides):
     settings = dict(
-        output=str(output), corpus=(str(corpus),), max_steps=12, batch_size=8, eval_every=6,
+        output=str(output), corpus=(str(corpus),), preset="bert-tiny", max_steps=12, batch_size=8, eval_every=6,
         eval_blocks=16, max_length=64, lr=2e-3, validation_share=0.1,
     )
     settings.update(overrides)

@@ -90,9 +90,9 @@ def plot_metrics(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
         steps, losses, accuracies = zip(*evaluation)
         loss_axes.plot(steps, losses, "o-", label="validation (fixed masks)")
         accuracy_axes.plot(steps, accuracies, "o-", color="tab:green")
-    loss_axes.set(xlabel="optimizer step", ylabel="cross-entropy per masked token", title="MLM loss")
+    loss_axes.set(xlabel="optimizer step", ylabel="cross-entropy per target", title="loss")
     loss_axes.legend()
-    accuracy_axes.set(xlabel="optimizer step", ylabel="accuracy", title="validation masked-token accuracy")
+    accuracy_axes.set(xlabel="optimizer step", ylabel="accuracy", title="validation accuracy (masked tokens, or labels)")
     for axes in (loss_axes, accuracy_axes):
         axes.grid(alpha=0.3)
     figure.tight_layout()
