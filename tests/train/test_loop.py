@@ -318,3 +318,29 @@ def test_cli_pretrain_on_a_csv_column_and_a_missing_column(lines, tmp_path, caps
     assert main(["pretrain", str(table), "--output", str(tmp_path / "missing"), *common]) == 2
     error = capsys.readouterr().err
     assert "text" in error and "review" in error and "Traceback" not in error
+
+
+def test_schedule_fitted_late_continues_its_warmup_ramp_without_a_drop():
+    from tokenmask.train.loop import _Schedule
+
+    schedule = _Schedule(PretrainConfig(output="unused", max_time=1.0, warmup=0.1))
+    early = [schedule(step) for step in range(20)]  # provisional 100-step ramp: (step + 1) / 100
+    assert early == pytest.approx([(s + 1) / 100 for s in range(20)])
+    schedule.fit(1000, 20)  # warm-up becomes 100 steps of 1000; the ramp goes on from 0.21
+    ramp = [schedule(step) for step in range(20, 100)]  # 0.21 + 0.79 * (step + 1 - 20) / 80
+    assert ramp[0] == pytest.approx(0.21 + 0.79 / 80) and all(b > a for a, b in zip(ramp, ramp[1:]))
+    assert schedule(99) == pytest.approx(1.0) and schedule(550) == pytest.approx(0.5) and schedule(1000) == 0.0
+    schedule.fit(2000, 500)  # a later fit moves only the end of the decay
+    assert schedule.warmup_steps == 100 and schedule(1050) == pytest.approx(0.5)
+
+
+def test_time_fit_is_refined_at_each_evaluation():
+    from tokenmask.train.loop import _Pace, _Schedule
+
+    config = PretrainConfig(output="unused", max_time=1.0)  # 60 s
+    schedule, pace = _Schedule(config), _Pace(config, 0)
+    pace.after_step(schedule, 10, 1000, 10.0, 10.0)
+    pace.after_step(schedule, 20, 2000, 19.5, 19.5)  # 0.95 s per step over steps 11-20
+    assert schedule.horizon == 20 + int((60 - 19.5) / (0.95 / 0.95))  # 5% kept for evaluations: 60
+    pace.after_evaluation(schedule, 40, 4000, 29.5)  # then 0.5 s per step, evaluations included
+    assert schedule.horizon == 40 + int((60 - 29.5) / 0.5)  # 101: the decay ends when the time does

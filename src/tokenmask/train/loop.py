@@ -155,25 +155,80 @@ def _optimizer(model: torch.nn.Module, config: LoopSettings) -> torch.optim.Opti
 
 
 class _Schedule:
-    """Warm-up then linear or cosine decay over ``horizon`` steps.
+    """Warm-up then linear or cosine decay over ``horizon`` optimizer steps.
 
-    ``horizon`` starts as ``max_steps`` (or unknown); with a token or time limit it is fitted
-    once early in the run (``fitted`` turns True) and saved with checkpoints.
+    With only ``max_steps``, the horizon is known from the start. With a token or time limit
+    it is unknown until :meth:`fit` (a 100-step provisional warm-up runs meanwhile); the first
+    fit fixes the warm-up length and continues the ramp from where it is, so the learning rate
+    never jumps; later fits (time limits: at each evaluation) move only the decay's end.
+    Everything needed to continue is in :meth:`state`.
     """
 
     def __init__(self, config: LoopSettings) -> None:
         self.config, self.horizon = config, config.max_steps
         self.fitted = config.max_tokens is None and config.max_time is None
+        self.warmup_steps = max(1, int(config.warmup * self.horizon)) if self.fitted and self.horizon else None
+        self.ramp_start = (0, 0.0)  # (step, multiplier) where the warm-up ramp (re)starts
+
+    def fit(self, horizon: int, step: int) -> None:
+        if self.warmup_steps is None:
+            self.ramp_start = (step, self(step))
+            self.warmup_steps = max(step + 1, int(self.config.warmup * horizon))
+        self.horizon, self.fitted = horizon, True
+
+    def state(self) -> dict[str, Any]:
+        return {"horizon": self.horizon or 0, "horizon_fitted": self.fitted, "warmup_steps": self.warmup_steps or 0,
+                "ramp_start": list(self.ramp_start)}  # fmt: skip
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.horizon = state["horizon"] or self.horizon
+        self.fitted = bool(state.get("horizon_fitted", True))
+        self.warmup_steps = state.get("warmup_steps") or self.warmup_steps
+        self.ramp_start = tuple(state.get("ramp_start", (0, 0.0)))
 
     def __call__(self, step: int) -> float:
-        horizon = self.horizon or 10**9
-        warmup = max(1, int(self.config.warmup * horizon)) if self.horizon else 100
+        warmup = self.warmup_steps or 100
         if step < warmup:
-            return (step + 1) / warmup
+            first, level = self.ramp_start
+            return level + (1 - level) * (step + 1 - first) / max(1, warmup - first)
+        horizon = self.horizon or 10**9
         progress = min(1.0, (step - warmup) / max(1, horizon - warmup))
         if self.config.schedule == "cosine":
             return 0.5 * (1 + math.cos(math.pi * progress))
         return max(0.0, 1.0 - progress)
+
+
+class _Pace:
+    """Fits the schedule's horizon to the run's limits as the pace becomes known.
+
+    Token limit: after step 1. Time limit: at step 20 from the training time of steps 11-20
+    (the first ones are slower), 5% spared for evaluations; then again after every evaluation
+    from the wall-clock pace since the previous fit, so the decay ends when the time does.
+    """
+
+    def __init__(self, config: LoopSettings, steps: int) -> None:
+        self.config = config
+        self.ten_steps_in = 0.0
+        self.mark = (steps, 0.0)  # (steps, elapsed) at the last fit
+
+    def after_step(self, schedule: _Schedule, steps: int, tokens: int, elapsed: float, training: float) -> None:
+        if schedule.fitted:
+            return
+        if steps == 10:
+            self.ten_steps_in = training
+        if self.config.max_time is None:
+            schedule.fit(fitted_horizon(self.config, steps, tokens), steps)
+        elif steps == 20:
+            pace = (training - self.ten_steps_in) / 10 / 0.95
+            schedule.fit(fitted_horizon(self.config, steps, tokens, pace, self.config.max_time * 60 - elapsed), steps)
+            self.mark = (steps, elapsed)
+
+    def after_evaluation(self, schedule: _Schedule, steps: int, tokens: int, elapsed: float) -> None:
+        if self.config.max_time is None or not schedule.fitted or steps <= self.mark[0]:
+            return
+        pace = (elapsed - self.mark[1]) / (steps - self.mark[0])
+        schedule.fit(fitted_horizon(self.config, steps, tokens, pace, self.config.max_time * 60 - elapsed), steps)
+        self.mark = (steps, elapsed)
 
 
 def backward_step(
@@ -234,18 +289,26 @@ def make_accelerator(config: LoopSettings) -> Accelerator:
     return Accelerator(cpu=config.cpu, mixed_precision="bf16" if precision == "bf16" else "no")
 
 
-def fitted_horizon(config: LoopSettings, steps: int, tokens: int, seconds_per_step: float | None) -> int:
+def fitted_horizon(
+    config: LoopSettings,
+    steps: int,
+    tokens: int,
+    seconds_per_step: float | None = None,
+    seconds_left: float | None = None,
+) -> int:
     """Optimizer steps the learning-rate schedule spans: the first limit the run will reach.
 
     Args:
         steps, tokens: done so far (tokens per step from their ratio, for ``max_tokens``).
-        seconds_per_step: measured pace, for ``max_time`` (5% is left for evaluations).
+        seconds_per_step, seconds_left: pace and time left, for ``max_time``.
+
+    ``max_steps=1000, max_time=5`` at 0.5 s per step with 240 s left after 50 steps -> 530.
     """
     limits = [config.max_steps] if config.max_steps is not None else []
     if config.max_tokens is not None and steps:
         limits.append(math.ceil(config.max_tokens * steps / max(tokens, 1)))
-    if config.max_time is not None and seconds_per_step:
-        limits.append(max(steps + 1, int(0.95 * config.max_time * 60 / seconds_per_step)))
+    if config.max_time is not None and seconds_per_step and seconds_left is not None:
+        limits.append(steps + max(1, int(seconds_left / seconds_per_step)))
     return max(1, min(limits))
 
 
@@ -272,8 +335,7 @@ def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result
         "step": result.steps,
         "tokens": result.tokens,
         "optimizer": optimizer.state_dict(),
-        "horizon": schedule.horizon or 0,
-        "horizon_fitted": schedule.fitted,
+        **schedule.state(),
         "torch_rng": torch.get_rng_state(),
     }
     save_checkpoint(output / "checkpoints" / f"step-{result.steps}", model, tokenizer, state)
@@ -308,15 +370,15 @@ def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: R
         state = load_state(checkpoint)
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
-        schedule.horizon = state["horizon"] or schedule.horizon
-        schedule.fitted = bool(state.get("horizon_fitted", True))
+        schedule.load(state)
         result.steps, result.tokens = int(state["step"]), int(state["tokens"])
         reporter.message(f"resuming from {checkpoint} (step {result.steps})")
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule, last_epoch=result.steps - 1)
     output.mkdir(parents=True, exist_ok=True)
     (output / "run_config.json").write_text(json.dumps(asdict(config), indent=2), encoding="utf-8")
     log = RunLog(output, append=checkpoint is not None)
-    evaluation_seconds = ten_steps_in = 0.0
+    evaluation_seconds = 0.0
+    pace = _Pace(config, result.steps)
 
     def evaluate() -> None:
         nonlocal evaluation_seconds
@@ -352,16 +414,10 @@ def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: R
                 "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0],
                 "targets": targets, **extra, "seconds": elapsed, "data_seconds": data_seconds,
             })  # fmt: skip
-            if not schedule.fitted:
-                # fixed once (so resumable): from the tokens of step 1, or for a time limit from
-                # the pace of steps 11-20 (the first ones are slower)
-                if result.steps == 10:
-                    ten_steps_in = elapsed - evaluation_seconds
-                if config.max_time is None or result.steps == 20:
-                    pace = (elapsed - evaluation_seconds - ten_steps_in) / 10 if config.max_time is not None else None
-                    schedule.horizon, schedule.fitted = fitted_horizon(config, result.steps, result.tokens, pace), True
+            pace.after_step(schedule, result.steps, result.tokens, elapsed, elapsed - evaluation_seconds)
             if result.steps % config.eval_every == 0:
                 evaluate()
+                pace.after_evaluation(schedule, result.steps, result.tokens, time.perf_counter() - start)
             if result.steps % config.save_every == 0:
                 _save(output, accelerator.unwrap_model(model), job.tokenizer, optimizer, schedule, result)
             reporter.step(result.steps, schedule.horizon, loss, result.tokens / elapsed)
