@@ -24,6 +24,7 @@ Run from the repository root::
 
     python benchmarks/pretrain.py                          # throughput, bert-mini, ~5 min on 2 cores
     python benchmarks/pretrain.py --equal-time 4           # plus accuracy at 4 minutes each (~14 min)
+    python benchmarks/pretrain.py --preset modernbert-tiny --batch-size 8 --lr 2e-3 --repeats 1 --equal-time 4
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from tokenmask.train.models import build_model
 from tokenmask.train.pretrain import pretrain
 
 WARMUP_STEPS = 3  # left out of the medians
-LR = 1e-3
 VALIDATION_SHARE = 0.02
 EVAL_BLOCKS = 128
 
@@ -75,14 +75,14 @@ def median_step(times: list[float]) -> float:
     return statistics.median(gaps[WARMUP_STEPS:] or gaps or [float("nan")])
 
 
-def run_hf(preset: str, steps: int, batch_size: int, blocks: list[dict], tokenizer, workdir: Path, *, budget: float | None = None):
+def run_hf(preset: str, steps: int, batch_size: int, blocks: list[dict], tokenizer, workdir: Path, *, lr: float, budget: float | None = None):
     """Train with the Trainer recipe; returns (median step seconds, steps done, model)."""
     torch.manual_seed(0)
     model = build_model(preset, vocab_size=len(tokenizer), max_length=128, pad_token_id=tokenizer.pad_token_id)
     clock = StepClock(budget)
     args = TrainingArguments(
         output_dir=str(workdir / "hf"), per_device_train_batch_size=batch_size, max_steps=steps,
-        learning_rate=LR, adam_beta2=0.98, adam_epsilon=1e-6, weight_decay=0.01, warmup_steps=0.06,
+        learning_rate=lr, adam_beta2=0.98, adam_epsilon=1e-6, weight_decay=0.01, warmup_steps=0.06,
         lr_scheduler_type="linear", max_grad_norm=1.0, report_to=[], use_cpu=True, save_strategy="no",
         logging_strategy="no", dataloader_num_workers=0, seed=0,
     )
@@ -93,11 +93,11 @@ def run_hf(preset: str, steps: int, batch_size: int, blocks: list[dict], tokeniz
     return median_step(clock.times), len(clock.times), model
 
 
-def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, minutes: float | None = None):
+def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, lr: float, minutes: float | None = None):
     """Train with tokenmask's loop on the bundled plays; returns (median step s, collate share, steps, model)."""
     config = PretrainConfig(
         output=str(workdir / "ours"), preset=preset, max_steps=steps, max_time=minutes,
-        batch_size=batch_size, lr=LR, eval_every=10**6, eval_blocks=1, save_every=10**6,
+        batch_size=batch_size, lr=lr, eval_every=10**6, eval_blocks=1, save_every=10**6,
         validation_share=VALIDATION_SHARE, overwrite=True,
     )
     result = pretrain(config)
@@ -111,10 +111,10 @@ def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, 
 def throughput(args, tokenizer, train_blocks, workdir: Path) -> dict:
     ours, hf, shares = [], [], []
     for _ in range(args.repeats):
-        step, share, _, _ = run_ours(args.preset, args.steps, args.batch_size, workdir)
+        step, share, _, _ = run_ours(args.preset, args.steps, args.batch_size, workdir, lr=args.lr)
         ours.append(step)
         shares.append(share)
-        hf.append(run_hf(args.preset, args.steps, args.batch_size, train_blocks, tokenizer, workdir)[0])
+        hf.append(run_hf(args.preset, args.steps, args.batch_size, train_blocks, tokenizer, workdir, lr=args.lr)[0])
     tokens = args.batch_size * 128
     ours_step, hf_step = statistics.median(ours), statistics.median(hf)
     print(
@@ -134,10 +134,10 @@ def equal_time(args, tokenizer, blocks, workdir: Path, hf_step: float) -> dict:
     budget = args.equal_time * 60
     collator = MaskingCollator(tokenizer, seed=EVAL_SEED_OFFSET)  # the same fixed masks for both
     validation = blocks.validation[:EVAL_BLOCKS]
-    _, _, ours_steps, ours_model = run_ours(args.preset, None, args.batch_size, workdir, minutes=args.equal_time)
+    _, _, ours_steps, ours_model = run_ours(args.preset, None, args.batch_size, workdir, lr=args.lr, minutes=args.equal_time)
     ours = evaluate_mlm(ours_model, validation, collator, batch_size=32)
     _, hf_steps, hf_model = run_hf(
-        args.preset, max(10, int(0.95 * budget / hf_step)), args.batch_size, blocks.train, tokenizer, workdir, budget=budget
+        args.preset, max(10, int(0.95 * budget / hf_step)), args.batch_size, blocks.train, tokenizer, workdir, lr=args.lr, budget=budget
     )
     hf = evaluate_mlm(hf_model, validation, collator, batch_size=32)
     print(
@@ -157,6 +157,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16, help="optimizer steps per throughput run")
     parser.add_argument("--repeats", type=int, default=2, help="throughput runs per side, alternating")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate, both sides")
     parser.add_argument("--equal-time", type=float, metavar="MINUTES", help="also compare accuracy after this training time")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -164,7 +165,7 @@ def main() -> None:
     tokenizer = load_tokenizer("bert-base-uncased")
     # the same documents, split and blocks as tokenmask's default run (the bundled plays)
     blocks = build_blocks(shakespeare_scenes(), tokenizer, block_length=128, validation_share=VALIDATION_SHARE)
-    result = {"preset": args.preset, "batch": f"{args.batch_size}x128", "threads": torch.get_num_threads(), "steps": args.steps}
+    result = {"preset": args.preset, "batch": f"{args.batch_size}x128", "lr": args.lr, "threads": torch.get_num_threads(), "steps": args.steps}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         result["throughput"] = throughput(args, tokenizer, blocks.train, workdir)

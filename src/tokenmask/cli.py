@@ -238,7 +238,7 @@ def _add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
     from tokenmask.train.config import FINETUNE_METRICS, FINETUNE_TASKS, FinetuneConfig
 
     docs = {f.name: f for f in fields(FinetuneConfig)}
-    parser.add_argument("data", nargs="*", help=f"labelled {docs['data'].metadata['help']}")
+    parser.add_argument("data", nargs="*", help=docs["data"].metadata["help"])
     parser.add_argument("--eval", nargs="+", metavar="DATA", help=docs["eval_data"].metadata["help"])
     parser.add_argument("--output", type=Path, help="output folder (the model ends in OUTPUT/model); required here or in --config")
     parser.add_argument("--config", type=Path, help="YAML file of settings (flag names as keys); flags override it")
