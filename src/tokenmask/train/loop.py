@@ -147,8 +147,8 @@ def epoch_batches(
 
 
 def _optimizer(model: torch.nn.Module, config: LoopSettings) -> torch.optim.Optimizer:
-    """AdamW without weight decay on biases and norms; the fused kernel (one pass over all
-    parameters; the per-tensor loop is markedly slower on CPU) where the parameters' device has it."""
+    """AdamW without weight decay on biases and norms; the fused kernel (as the HF Trainer
+    uses since torch 2.8) where the parameters' device has it."""
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
         (no_decay if parameter.ndim < 2 or "norm" in name.lower() else decay).append(parameter)
@@ -240,6 +240,7 @@ def backward_step(
     *,
     loss: LossFunction | None = None,
     accelerator: Accelerator | None = None,
+    step_targets: int | None = None,
 ) -> tuple[float, int]:
     """Backward pass of one optimizer step over its micro-batches; gradients accumulate.
 
@@ -249,10 +250,10 @@ def backward_step(
     loss with the sparse head). Returns the step's mean
     loss per target (0.0 without targets, which adds no gradient) and its real tokens.
     With an ``accelerator``, batches move to its device and the forward pass runs under its
-    autocast (bf16 when enabled).
+    autocast (bf16 when enabled). ``step_targets``: the step's target count when the caller has it.
     """
     loss = loss or mlm_loss_sum
-    step_targets = count_targets(micro_batches)
+    step_targets = count_targets(micro_batches) if step_targets is None else step_targets
     loss_sum, tokens = 0.0, 0
     for batch in micro_batches:
         if accelerator is None:
@@ -405,7 +406,7 @@ def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: R
             micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
             data_seconds = time.perf_counter() - fetching
             targets = count_targets(micro_batches)
-            loss, tokens = backward_step(model, micro_batches, loss=job.loss, accelerator=accelerator)
+            loss, tokens = backward_step(model, micro_batches, loss=job.loss, accelerator=accelerator, step_targets=targets)
             accelerator.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             scheduler.step()
