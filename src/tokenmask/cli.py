@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmask.masking.config import STRATEGIES, CorruptionConfig, SelectionConfig, UnitConfig
+from tokenmask.train.interrupt import Interrupted  # signal and threading only: --help stays fast
 
 # Dataclass field -> (flag name, MaskingCollator keyword) where they differ from the field name.
 _RENAMED = {"mode": ("selection", "selection"), "per_unit": ("corrupt-per-unit", "corrupt_per_unit")}
@@ -131,7 +132,7 @@ _PRETRAIN_FLAGS = (
     "preset", "init", "max_length", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
     "schedule", "max_steps", "max_tokens", "max_time", "eval_every", "eval_blocks", "save_every",
     "validation_share", "dupe_factor", "mlm_probability_end", "eval_mlm_probability", "precision", "cpu",
-    "document_unit", "text_field", "cache_dir", "no_cache",
+    "document_unit", "text_field", "cache_dir", "no_cache", "num_workers", "max_bad_steps",
 )
 
 
@@ -212,6 +213,8 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     )
     with ProgressReporter() as reporter:
         result = pretrain(config, reporter)
+    if not reporter.shown:  # another process of a distributed run: the main one reports
+        return 0
     print(
         f"trained {result.steps:,} steps on {result.tokens:,} tokens in {result.seconds / 60:.1f} min; "
         f"model in {result.output}/model; metrics in {result.output}/metrics.jsonl and metrics.png"
@@ -227,7 +230,7 @@ _FINETUNE_FLAGS = (
     "model", "task", "text_column", "label_column", "group_by", "validation_share", "max_length", "batch_size",
     "grad_accum", "lr", "weight_decay", "warmup", "schedule", "epochs", "max_steps", "max_time", "max_tokens",
     "eval_every", "save_every", "patience", "best_metric", "augment_rate", "augment_strategy", "augment_adaptive",
-    "seed", "precision", "cpu",
+    "seed", "precision", "cpu", "max_bad_steps",
 )
 DEFAULT_FINETUNE_MINUTES = 9.0
 """``tokenmask finetune`` without --epochs, --max-steps, --max-time or --max-tokens: fits 10 minutes."""
@@ -284,6 +287,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     config = _finetune_config(args, resume=args.resume, max_time=minutes)
     with ProgressReporter() as reporter:
         result = finetune(config, reporter)
+    if not reporter.shown:  # another process of a distributed run: the main one reports
+        return 0
     final = result.final.metrics()
     shown = ", ".join(f"{name} {value:.4f}" for name, value in final.items())
     print(f"fine-tuned {result.steps:,} steps in {result.seconds / 60:.1f} min; validation at step {result.final_step}: {shown}")
@@ -629,6 +634,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, UnicodeError) as error:
         print(f"tokenmask {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        print(f"tokenmask {args.command}: stopped: {stop}", file=sys.stderr)
+        return stop.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

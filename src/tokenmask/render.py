@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,12 +125,16 @@ def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
 
 
 class ProgressReporter:
-    """Training progress on the terminal: messages, and a bar with loss, tokens/s and ETA."""
+    """Training progress on the terminal: messages, and a bar with loss, tokens/s and ETA.
+
+    Under ``torchrun`` / ``accelerate launch`` only the main process (``RANK`` 0) shows anything.
+    """
 
     def __init__(self, console: Console | None = None) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.console = console or Console(highlight=False)
+        self.shown = os.environ.get("RANK", "0") == "0"
+        self.console = console or Console(highlight=False, quiet=not self.shown)
         self.progress = Progress(
             TextColumn("step {task.completed}"),
             BarColumn(),
@@ -141,11 +146,13 @@ class ProgressReporter:
         self.task = self.progress.add_task("train", total=None, loss=float("nan"), speed=0.0)
 
     def __enter__(self) -> ProgressReporter:
-        self.progress.start()
+        if self.shown:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.shown:
+            self.progress.stop()
 
     def message(self, text: str) -> None:
         self.progress.console.print(text)

@@ -64,10 +64,16 @@ class PretrainConfig:
         default="auto", metadata=_doc("auto = bf16 autocast where the hardware has it (recent GPUs, AMX/AVX512-BF16 CPUs), else fp32")
     )
     cpu: bool = field(default=False, metadata=_doc("train on the CPU even if a GPU is present"))
+    num_workers: int = field(
+        default=0, metadata=_doc("DataLoader worker processes that collate and mask batches (0 = in the training process)")
+    )
+    max_bad_steps: int = field(
+        default=5, metadata=_doc("stop after this many steps in a row with a NaN or infinite loss or gradient (each is skipped)")
+    )
     masking: dict[str, Any] = field(default_factory=dict, metadata=_doc("MaskingCollator keyword arguments"))
 
     def __post_init__(self) -> None:
-        positive = ("max_length", "batch_size", "grad_accum", "eval_every", "eval_blocks", "save_every")
+        positive = ("max_length", "batch_size", "grad_accum", "eval_every", "eval_blocks", "save_every", "max_bad_steps")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
@@ -99,6 +105,11 @@ class PretrainConfig:
             raise ValueError(f"max_steps must be >= 1; got {self.max_steps}")
         if self.max_time is not None and self.max_time <= 0:
             raise ValueError(f"max_time must be > 0 minutes; got {self.max_time}")
+        if self.num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0; got {self.num_workers}")
+        if self.num_workers and self.mlm_probability_end is not None:
+            raise ValueError("mlm_probability_end changes the masking rate as the run goes, which worker processes "
+                             "do not see: use num_workers 0 with it")  # fmt: skip
         if self.init is None and self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
 
@@ -166,6 +177,9 @@ class FinetuneConfig:
         default="auto", metadata=_doc("auto = bf16 autocast where the hardware has it, else fp32")
     )
     cpu: bool = field(default=False, metadata=_doc("train on the CPU even if a GPU is present"))
+    max_bad_steps: int = field(
+        default=5, metadata=_doc("stop after this many steps in a row with a NaN or infinite loss or gradient (each is skipped)")
+    )
 
     @property
     def metric(self) -> str:
@@ -173,7 +187,7 @@ class FinetuneConfig:
         return self.best_metric or FINETUNE_METRICS[self.task][0]
 
     def __post_init__(self) -> None:
-        for name in ("max_length", "batch_size", "grad_accum", "eval_every", "save_every", "patience"):
+        for name in ("max_length", "batch_size", "grad_accum", "eval_every", "save_every", "patience", "max_bad_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
         if self.max_length < 8:

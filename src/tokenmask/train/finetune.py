@@ -32,6 +32,7 @@ from tokenmask.data.labelled import (
     rotten_tomatoes,
 )
 from tokenmask.data.sampler import LengthGroupedBatches
+from tokenmask.data.stream import Shard
 from tokenmask.train.checkpoint import load_state, save_checkpoint
 from tokenmask.train.classifier import (
     Evaluation,
@@ -107,7 +108,7 @@ def loop_settings(config: FinetuneConfig, data: FinetuneData) -> FinetuneConfig:
     """``config`` with ``epochs`` turned into ``max_steps`` (the smaller wins if both are given)."""
     if config.epochs is None:
         return config
-    micro_batches = math.ceil(len(data.train) / config.batch_size)
+    micro_batches = math.ceil(len(data.train) / (config.batch_size * Shard.from_environment().world))
     steps = math.ceil(config.epochs * micro_batches / config.grad_accum)
     return replace(config, max_steps=min(steps, config.max_steps or steps))
 
@@ -187,6 +188,7 @@ def _job(
     tokenizer: PreTrainedTokenizerBase,
     tracker: _Tracker,
     checkpoint: Path | None,
+    shard: Shard,
     reporter: Reporter,
 ) -> Job:
     output = Path(config.output)
@@ -197,7 +199,10 @@ def _job(
     else:
         tracker.replay(read_metrics(output), int(load_state(checkpoint)["step"]))
     augmenter = MaskingAugmenter(tokenizer, rate=tracker.rate, strategy=config.augment_strategy, seed=config.seed)
-    sampler = LengthGroupedBatches([len(e["input_ids"]) for e in data.train], config.batch_size, seed=config.seed)
+    lengths = [len(e["input_ids"]) for e in data.train]
+    # a global batch per step, cut into one slice per process (with several, the short last batch is dropped)
+    sampler = LengthGroupedBatches(lengths, config.batch_size * shard.world, seed=config.seed, drop_last=shard.world > 1)
+    mine = slice(shard.rank * config.batch_size, (shard.rank + 1) * config.batch_size)
     validation = _validation_batches(data, tokenizer, config.batch_size)
 
     def batches(skip: int) -> Iterator[dict[str, Any]]:
@@ -206,7 +211,7 @@ def _job(
             sampler.set_epoch(epoch)
             augmenter.set_epoch(epoch)
             for indices in sampler.batches()[offset:]:
-                yield augmenter([data.train[i] for i in indices])
+                yield augmenter([data.train[i] for i in indices[mine]])
             epoch, offset = epoch + 1, 0
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:
@@ -221,7 +226,7 @@ def _job(
         fields = tracker.observe(step, evaluation.metrics(), read_metrics(output))
         if fields.get("divergence_warning"):
             reporter.message(tracker.warning())
-        if tracker.best_step == step:
+        if tracker.best_step == step and shard.is_main:
             state = {"step": step, "metric": config.metric, "metrics": evaluation.metrics()}
             save_checkpoint(output / BEST_FOLDER, extract_model_from_parallel(model), tokenizer, state)
         return {**evaluation.metrics(), **fields}
@@ -301,12 +306,17 @@ def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, da
     Raises:
         ValueError: bad data, model or output settings.
     """
+    reporter = reporter if Shard.from_environment().is_main else QuietReporter()
     tokenizer = load_classifier_tokenizer(config.model)
     if data is None:
         data = load_finetune_data(config, tokenizer)
     reporter.message(data.describe())
     tracker = _Tracker(config)
-    trained = train(loop_settings(config, data), lambda checkpoint: _job(config, data, tokenizer, tracker, checkpoint, reporter), reporter)
+    trained = train(
+        loop_settings(config, data),
+        lambda checkpoint, shard: _job(config, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter()),
+        reporter,
+    )
     result = FinetuneResult(
         output=trained.output,
         task=data.task,
@@ -322,6 +332,8 @@ def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, da
         model=trained.model,
     )
     output = Path(trained.output)
+    if not Shard.from_environment().is_main:
+        return result
     report = {**result.to_dict(), "config": asdict(config)}
     (output / RESULTS_FILE).write_text(json.dumps(report, indent=2), encoding="utf-8")
     title = f"validation, step {result.final_step}"

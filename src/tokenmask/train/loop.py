@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,10 +24,15 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
+from tokenmask.data.stream import Shard, epoch_batches
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.checkpoint import load_state, save_checkpoint
 from tokenmask.train.heads import masked_lm_loss
+from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
+from tokenmask.train.parallel import LossModule, gathered_rng_states, restore_rng_state, summed
+
+__all__ = ["Job", "NonFiniteSteps", "TrainResult", "backward_step", "epoch_batches", "train"]
 
 LossFunction = Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor]
 """``(model, batch) -> summed loss`` (a 0-d tensor with grad) over the batch's targets."""
@@ -51,6 +58,7 @@ class LoopSettings(Protocol):
     overwrite: bool
     precision: str
     cpu: bool
+    max_bad_steps: int
 
 
 class Reporter(Protocol):
@@ -112,38 +120,6 @@ def mlm_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torc
 def count_targets(micro_batches: list[dict[str, torch.Tensor]]) -> int:
     """Labels other than -100 in the micro-batches: masked tokens, labelled tokens or examples."""
     return sum(int((b["labels"] != IGNORE_INDEX).sum()) for b in micro_batches)
-
-
-def epoch_batches(
-    examples: Sequence[dict[str, Any]],
-    collator: Any,
-    *,
-    batch_size: int,
-    seed: int,
-    dupe_factor: int | None = None,
-    skip: int = 0,
-) -> Iterator[dict[str, Any]]:
-    """Micro-batches forever: a new seeded order each epoch, and new masks (dynamic masking) or
-    the masks of ``epoch % dupe_factor`` (static masking).
-
-    ``skip`` micro-batches are passed over without collating them (resuming): the order and
-    the masks are functions of (seed, epoch, example), so the rest is what an uninterrupted
-    run sees. ``collator`` needs ``set_epoch`` (e.g. :class:`~tokenmask.data.collator.MaskingCollator`).
-
-    Raises:
-        ValueError: fewer examples than one batch.
-    """
-    per_epoch = len(examples) // batch_size
-    if per_epoch == 0:
-        raise ValueError(f"{len(examples)} training examples do not fill one batch of {batch_size}")
-    epoch, offset = divmod(skip, per_epoch)
-    while True:
-        collator.set_epoch(epoch % dupe_factor if dupe_factor else epoch)  # static / dynamic
-        order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(seed * 1000 + epoch))
-        for index in range(offset, per_epoch):
-            chosen = order[index * batch_size : (index + 1) * batch_size].tolist()
-            yield collator([examples[i] for i in chosen])
-        epoch, offset = epoch + 1, 0
 
 
 def _optimizer(model: torch.nn.Module, config: LoopSettings) -> torch.optim.Optimizer:
@@ -241,33 +217,51 @@ def backward_step(
     loss: LossFunction | None = None,
     accelerator: Accelerator | None = None,
     step_targets: int | None = None,
+    processes: int = 1,
 ) -> tuple[float, int]:
     """Backward pass of one optimizer step over its micro-batches; gradients accumulate.
 
     Each micro-batch's loss sum is divided by the number of targets (labels other than -100:
     masked tokens, labelled tokens, or examples) in the whole step, so the gradient equals that
     of one batch holding all of them. ``loss`` gives a batch's summed loss (default: the MLM
-    loss with the sparse head). Returns the step's mean
-    loss per target (0.0 without targets, which adds no gradient) and its real tokens.
-    With an ``accelerator``, batches move to its device and the forward pass runs under its
-    autocast (bf16 when enabled). ``step_targets``: the step's target count when the caller has it.
+    loss with the sparse head).
+
+    Args:
+        step_targets: the step's target count in all processes together; by default counted
+            in ``micro_batches``.
+        processes: data-parallel processes whose gradients DDP / FSDP average; the loss is
+            multiplied by their number, so the average is the gradient of the global sum over
+            ``step_targets``.
+        accelerator: batches move to its device, the forward pass runs under its autocast (bf16
+            when enabled), and gradients are synchronised only after the last micro-batch.
+
+    Returns:
+        ``(loss sum / step_targets, real tokens)`` of these micro-batches (0.0 without targets,
+        which adds no gradient); summed over processes it is the step's mean loss per target.
     """
     loss = loss or mlm_loss_sum
     step_targets = count_targets(micro_batches) if step_targets is None else step_targets
     loss_sum, tokens = 0.0, 0
-    for batch in micro_batches:
+    for number, batch in enumerate(micro_batches, start=1):
         if accelerator is None:
-            summed = loss(model, batch)
+            total = loss(model, batch)
         else:
             batch = {k: v.to(accelerator.device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
-            with accelerator.autocast():
-                summed = loss(model, batch)
-        if step_targets:
-            scaled = summed / step_targets
-            scaled.backward() if accelerator is None else accelerator.backward(scaled)
-        loss_sum += float(summed.detach())
+            synchronise = number == len(micro_batches)  # DDP: all-reduce gradients once per step
+            with nullcontext() if synchronise else accelerator.no_sync(model):
+                with accelerator.autocast():
+                    total = loss(model, batch)
+                if step_targets:
+                    accelerator.backward(total * processes / step_targets)
+        if accelerator is None and step_targets:
+            (total / step_targets).backward()
+        loss_sum += float(total.detach())
         tokens += int(batch["attention_mask"].sum())
     return loss_sum / max(step_targets, 1), tokens
+
+
+class NonFiniteSteps(ValueError):
+    """``max_bad_steps`` optimizer steps in a row had a NaN or infinite loss or gradient."""
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
@@ -334,13 +328,13 @@ def latest_checkpoint(output: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result: TrainResult, keep: int = 2) -> None:
+def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result: TrainResult, rng, keep: int = 2) -> None:
     state = {
         "step": result.steps,
         "tokens": result.tokens,
         "optimizer": optimizer.state_dict(),
         **schedule.state(),
-        "torch_rng": torch.get_rng_state(),
+        "rng": rng,
     }
     save_checkpoint(output / "checkpoints" / f"step-{result.steps}", model, tokenizer, state)
     found = sorted((output / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
@@ -348,39 +342,63 @@ def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result
         shutil.rmtree(old, ignore_errors=True)
 
 
-def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: Reporter = QuietReporter()) -> TrainResult:
-    """Run the loop on the :class:`Job` that ``build(checkpoint)`` makes; the model ends in OUTPUT/model.
+def train(
+    config: LoopSettings, build: Callable[[Path | None, Shard], Job], reporter: Reporter = QuietReporter()
+) -> TrainResult:
+    """Run the loop on the :class:`Job` that ``build(checkpoint, shard)`` makes; the model ends in OUTPUT/model.
 
     The run stops at the first of ``max_steps``, ``max_tokens`` and ``max_time``; the
     learning-rate schedule spans that limit. With ``config.resume``, ``build`` gets the newest
     checkpoint (to load the model from) and the loop restores the optimizer, schedule, data
     position and dropout state, so the run continues as if never interrupted.
 
+    Under ``accelerate launch`` / ``torchrun`` every process runs this; ``shard`` tells the job
+    which slice of each global batch is its own. Only the main process reports, logs and
+    writes checkpoints; all of them evaluate (the same numbers).
+
+    A step whose loss or gradient is not finite is skipped (no update) and logged.
+
     Raises:
         ValueError: bad settings or an output folder that holds another run.
+        NonFiniteSteps: ``max_bad_steps`` steps in a row were skipped; checkpoints stay as they were.
+        Interrupted: SIGINT or SIGTERM; a checkpoint of the last step was saved first.
     """
     output = Path(config.output)
-    _check_output(output, config)
     accelerator = make_accelerator(config)
+    shard = Shard(accelerator.process_index, accelerator.num_processes)
+    reporter = reporter if shard.is_main else QuietReporter()
+    _check_output(output, config)
+    accelerator.wait_for_everyone()  # nobody builds before stale checkpoints are gone
     torch.manual_seed(config.seed)
     checkpoint = latest_checkpoint(output) if config.resume else None
-    job = build(checkpoint)
+    with accelerator.main_process_first():  # the main process fills the block cache, the others read it
+        job = build(checkpoint, shard)
     precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
-    reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {accelerator.device}, {precision}")
-    model, optimizer = accelerator.prepare(job.model, _optimizer(job.model, config))
+    place = f"{shard.world} processes ({accelerator.distributed_type.value}), " if shard.world > 1 else ""
+    reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}")
+    if shard.world > 1:
+        reporter.message(
+            f"global batch: {config.batch_size} x {shard.world} processes x {config.grad_accum} accumulated "
+            f"= {config.batch_size * shard.world * config.grad_accum} per step"
+        )
+    wrapped = accelerator.prepare(LossModule(job.model, job.loss))
+    model = accelerator.unwrap_model(wrapped).model  # the plain model: evaluation, checkpoints
+    optimizer = accelerator.prepare(_optimizer(model, config))
     schedule = _Schedule(config)
     result = TrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
     if checkpoint is not None:
         state = load_state(checkpoint)
         optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
+        if not restore_rng_state(state.get("rng", [{"cpu": state.get("torch_rng")}]), shard.rank):
+            reporter.message("the checkpoint was written by fewer processes: new processes' dropout is seeded afresh")
         schedule.load(state)
         result.steps, result.tokens = int(state["step"]), int(state["tokens"])
         reporter.message(f"resuming from {checkpoint} (step {result.steps})")
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule, last_epoch=result.steps - 1)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "run_config.json").write_text(json.dumps(asdict(config), indent=2), encoding="utf-8")
-    log = RunLog(output, append=checkpoint is not None)
+    if shard.is_main:
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "run_config.json").write_text(json.dumps({**asdict(config), "processes": shard.world}, indent=2), encoding="utf-8")
+    log = RunLog(output, append=checkpoint is not None) if shard.is_main else _NoLog()
     evaluation_seconds = 0.0
     pace = _Pace(config, result.steps)
 
@@ -395,47 +413,99 @@ def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: R
         shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items() if isinstance(v, float))
         reporter.message(f"step {result.steps}: eval {shown}")
 
+    def save() -> Path:
+        rng = gathered_rng_states(accelerator)  # a collective: every process takes part
+        if shard.is_main:
+            _save(output, model, job.tokenizer, optimizer, schedule, result, rng)
+        return output / "checkpoints" / f"step-{result.steps}"
+
+    def main_clock(*also: float) -> tuple[float, ...]:
+        """Seconds since the start (and ``also``) on the main process; 0 elsewhere, to be summed."""
+        return (time.perf_counter() - start, *also) if shard.is_main else (0.0,) * (1 + len(also))
+
     batches = job.batches(result.steps * config.grad_accum)
     start = time.perf_counter()
+    bad_in_a_row = 0
     try:
-        if checkpoint is None:
-            evaluate()
-        while True:
-            extra = job.before_step(result.steps, schedule.horizon if schedule.fitted else None)
-            fetching = time.perf_counter()
-            micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
-            data_seconds = time.perf_counter() - fetching
-            targets = count_targets(micro_batches)
-            loss, tokens = backward_step(model, micro_batches, loss=job.loss, accelerator=accelerator, step_targets=targets)
-            accelerator.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            result.steps += 1
-            result.tokens += tokens
-            elapsed = time.perf_counter() - start
-            log.write({
-                "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0],
-                "targets": targets, **extra, "seconds": elapsed, "data_seconds": data_seconds,
-            })  # fmt: skip
-            pace.after_step(schedule, result.steps, result.tokens, elapsed, elapsed - evaluation_seconds)
-            if result.steps % config.eval_every == 0:
+        with StopSignals() as signals:
+            if checkpoint is None:
                 evaluate()
-                pace.after_evaluation(schedule, result.steps, result.tokens, time.perf_counter() - start)
-            if result.steps % config.save_every == 0:
-                _save(output, accelerator.unwrap_model(model), job.tokenizer, optimizer, schedule, result)
-            reporter.step(result.steps, schedule.horizon, loss, result.tokens / elapsed)
-            if _limit_reached(config, result, elapsed):
-                break
-        if not result.evaluations or result.evaluations[-1]["step"] != result.steps:
-            evaluate()
+            while True:
+                extra = job.before_step(result.steps, schedule.horizon if schedule.fitted else None)
+                fetching = time.perf_counter()
+                micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
+                data_seconds = time.perf_counter() - fetching
+                (targets,) = summed(accelerator, [count_targets(micro_batches)])
+                loss, tokens = backward_step(
+                    wrapped, micro_batches, loss=_forward, accelerator=accelerator, step_targets=int(targets),
+                    processes=shard.world,
+                )  # fmt: skip
+                norm = float(accelerator.clip_grad_norm_(wrapped.parameters(), 1.0))
+                loss, tokens, elapsed, evaluated, stops = summed(
+                    accelerator, [loss, tokens, *main_clock(evaluation_seconds), signals.received is not None]
+                )  # every process decides on the same numbers
+                finite = math.isfinite(loss) and math.isfinite(norm)
+                if finite:
+                    optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                scheduler.step()
+                result.steps += 1
+                result.tokens += int(tokens)
+                bad_in_a_row = 0 if finite else bad_in_a_row + 1
+                record = {
+                    "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0],
+                    "targets": int(targets), **extra, "seconds": elapsed, "data_seconds": data_seconds,
+                }  # fmt: skip
+                log.write(record if finite else {**record, "skipped": "non-finite loss or gradient", "grad_norm": norm})
+                if not finite:
+                    reporter.message(f"step {result.steps}: loss {loss} / gradient norm {norm} not finite: step skipped")
+                    if bad_in_a_row >= config.max_bad_steps:
+                        raise NonFiniteSteps(_non_finite_message(config, output, result.steps))
+                pace.after_step(schedule, result.steps, result.tokens, elapsed, elapsed - evaluated)
+                if stops:
+                    raise Interrupted(signals.received or signal.SIGTERM, result.steps, str(save()))
+                if result.steps % config.eval_every == 0:
+                    evaluate()
+                    pace.after_evaluation(schedule, result.steps, result.tokens, summed(accelerator, main_clock())[0])
+                if result.steps % config.save_every == 0:
+                    save()
+                reporter.step(result.steps, schedule.horizon, loss, result.tokens / elapsed)
+                if _limit_reached(config, result, elapsed):
+                    break
+            if not result.evaluations or result.evaluations[-1]["step"] != result.steps:
+                evaluate()
     finally:
         log.close()
     result.seconds = time.perf_counter() - start
-    result.model = accelerator.unwrap_model(model)
-    save_checkpoint(output / "model", result.model, job.tokenizer, {"step": result.steps, "tokens": result.tokens})
-    plot_metrics(read_metrics(output), output / PLOT_FILE)
+    result.model = model
+    if shard.is_main:
+        save_checkpoint(output / "model", model, job.tokenizer, {"step": result.steps, "tokens": result.tokens})
+        plot_metrics(read_metrics(output), output / PLOT_FILE)
+    accelerator.wait_for_everyone()
     return result
+
+
+def _forward(wrapped: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return wrapped(batch)  # LossModule: the job's loss, inside DDP's / FSDP's forward
+
+
+def _non_finite_message(config: LoopSettings, output: Path, step: int) -> str:
+    kept = latest_checkpoint(output)
+    where = f"the last good checkpoint is {kept}" if kept is not None else "no checkpoint was written"
+    return (
+        f"stopped at step {step:,}: {config.max_bad_steps} steps in a row had a NaN or infinite loss or gradient "
+        f"(each was skipped); {where}. Lower --lr, raise --warmup, or use --precision fp32"
+    )
+
+
+class _NoLog:
+    """The run log of processes other than the main one."""
+
+    def write(self, record: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _limit_reached(config: LoopSettings, result: TrainResult, elapsed: float) -> bool:

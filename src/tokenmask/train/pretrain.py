@@ -18,10 +18,11 @@ from tokenmask.data.collator import MaskingCollator
 from tokenmask.data.corpus import read_texts
 from tokenmask.data.pretrain import PretrainBlocks, build_blocks, corpus_blocks
 from tokenmask.data.resources import shakespeare_scenes
+from tokenmask.data.stream import Shard, epoch_batches
 from tokenmask.data.tokenizers import load_tokenizer
 from tokenmask.train.config import PretrainConfig
 from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
-from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, epoch_batches, mlm_loss_sum, train
+from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, mlm_loss_sum, train
 from tokenmask.train.models import build_model, load_model_with_notes
 
 if TYPE_CHECKING:
@@ -67,10 +68,10 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Tr
     Raises:
         ValueError: bad corpus, tokenizer, model or output settings.
     """
-    return train(config, lambda checkpoint: _job(config, checkpoint, reporter), reporter)
+    return train(config, lambda checkpoint, shard: _job(config, checkpoint, shard, reporter if shard.is_main else QuietReporter()), reporter)
 
 
-def _job(config: PretrainConfig, checkpoint: Path | None, reporter: Reporter) -> Job:
+def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter) -> Job:
     tokenizer = load_tokenizer(config.tokenizer)
     blocks = load_blocks(config, tokenizer)
     reporter.message(blocks.describe())
@@ -96,7 +97,8 @@ def _job(config: PretrainConfig, checkpoint: Path | None, reporter: Reporter) ->
 
     def batches(skip: int):
         return epoch_batches(
-            blocks.train, collator, batch_size=config.batch_size, seed=config.seed, dupe_factor=config.dupe_factor, skip=skip
-        )
+            blocks.train, collator, batch_size=config.batch_size, seed=config.seed, dupe_factor=config.dupe_factor,
+            skip=skip, shard=shard, workers=config.num_workers,
+        )  # fmt: skip
 
     return Job(model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step)

@@ -1,0 +1,75 @@
+"""Data-parallel training: what the processes share and how they stay in step.
+
+A run is one process, or several started by ``accelerate launch`` or ``torchrun`` (DDP; FSDP
+through an Accelerate config). Each process trains on its own slice of every global batch
+(:class:`~tokenmask.data.stream.MicroBatches`); the loss of a step is divided by the number of
+targets in all processes together; the numbers the loop decides on (loss, tokens, time, stop
+requests) are summed across processes, so every process takes the same decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from accelerate import Accelerator
+from torch import nn
+
+
+class LossModule(nn.Module):
+    """``model`` with ``loss(model, batch)`` as its forward.
+
+    DDP and FSDP act in ``forward`` (gradient hooks, gathering sharded weights), but the sparse
+    MLM head calls the encoder and the head directly; wrapping the whole loss as a forward
+    keeps them in charge. ``module.model`` is the model itself.
+    """
+
+    def __init__(self, model: nn.Module, loss: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor]) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.loss(self.model, batch)
+
+
+def summed(accelerator: Accelerator, values: Sequence[float]) -> list[float]:
+    """``values`` summed over all processes (float64); unchanged in a single process.
+
+    To share a number only the main process has (its clock), the others pass 0.
+    """
+    if accelerator.num_processes == 1:
+        return [float(v) for v in values]
+    tensor = torch.tensor(list(values), dtype=torch.float64, device=accelerator.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor.tolist()
+
+
+def rng_state() -> dict[str, torch.Tensor]:
+    """This process's random state (CPU, and the current GPU's): dropout draws from it."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def gathered_rng_states(accelerator: Accelerator) -> list[dict[str, torch.Tensor]]:
+    """Every process's :func:`rng_state`, in rank order (a collective: all processes call it)."""
+    if accelerator.num_processes == 1:
+        return [rng_state()]
+    states: list[Any] = [None] * accelerator.num_processes
+    dist.all_gather_object(states, rng_state())
+    return states
+
+
+def restore_rng_state(states: list[dict[str, torch.Tensor]], rank: int) -> bool:
+    """Set this process's random state from a checkpoint's; False when it holds none for ``rank``
+    (the run had fewer processes), which leaves the state as seeded."""
+    if rank >= len(states):
+        return False
+    torch.set_rng_state(states[rank]["cpu"])
+    if "cuda" in states[rank] and torch.cuda.is_available():
+        torch.cuda.set_rng_state(states[rank]["cuda"])
+    return True
