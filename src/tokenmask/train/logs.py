@@ -7,6 +7,7 @@ One :class:`RunLog` per run; the loop calls :meth:`RunLog.write` with flat recor
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,8 @@ def plot_metrics(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
 
     Returns the path, or None when there is nothing to plot or matplotlib is missing.
     """
-    training = [(r["step"], r["loss"]) for r in records if "loss" in r]
-    evaluation = [(r["step"], r["eval_loss"], r["eval_accuracy"]) for r in records if "eval_loss" in r]
+    training = [(r["step"], r["loss"]) for r in records if r.get("loss") is not None]  # None: a skipped step
+    evaluation = [(r["step"], r["eval_loss"], r.get("eval_accuracy", math.nan)) for r in records if "eval_loss" in r]
     if not training and not evaluation:
         return None
     try:

@@ -373,6 +373,7 @@ def train(
     checkpoint = latest_checkpoint(output) if config.resume else None
     with accelerator.main_process_first():  # the main process fills the block cache, the others read it
         job = build(checkpoint, shard)
+    job.model.train()  # from_pretrained gives a model in evaluation mode: no dropout, unlike a fresh one
     precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
     place = f"{shard.world} processes ({accelerator.distributed_type.value}), " if shard.world > 1 else ""
     reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}")
@@ -456,7 +457,9 @@ def train(
                     "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0],
                     "targets": int(targets), **extra, "seconds": elapsed, "data_seconds": data_seconds,
                 }  # fmt: skip
-                log.write(record if finite else {**record, "skipped": "non-finite loss or gradient", "grad_norm": norm})
+                if not finite:  # JSON has no NaN: null, and the reason
+                    record.update(loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped="non-finite loss or gradient")
+                log.write(record)
                 if not finite:
                     reporter.message(f"step {result.steps}: loss {loss} / gradient norm {norm} not finite: step skipped")
                     if bad_in_a_row >= config.max_bad_steps:
@@ -467,7 +470,7 @@ def train(
                 if result.steps % config.eval_every == 0:
                     evaluate()
                     pace.after_evaluation(schedule, result.steps, result.tokens, summed(accelerator, main_clock())[0])
-                if result.steps % config.save_every == 0:
+                if result.steps % config.save_every == 0 and not bad_in_a_row:  # keep the last good one last
                     save()
                 reporter.step(result.steps, schedule.horizon, loss, result.tokens / elapsed)
                 if _limit_reached(config, result, elapsed):
@@ -483,6 +486,10 @@ def train(
         plot_metrics(read_metrics(output), output / PLOT_FILE)
     accelerator.wait_for_everyone()
     return result
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def _forward(wrapped: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

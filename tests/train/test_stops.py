@@ -1,0 +1,147 @@
+"""Runs that must stop cleanly: non-finite steps are skipped (and too many in a row stop the run);
+SIGTERM / SIGINT save a checkpoint that --resume continues exactly."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import BertConfig, BertForMaskedLM
+
+from tokenmask.train.config import PretrainConfig
+from tokenmask.train.interrupt import Interrupted
+from tokenmask.train.loop import Job, NonFiniteSteps, latest_checkpoint, mlm_loss_sum, train
+
+
+def make_batch(step):
+    g = torch.Generator().manual_seed(step)
+    ids = torch.randint(5, 100, (4, 12), generator=g)
+    labels = torch.full_like(ids, -100)
+    labels[:, 2:5] = ids[:, 2:5]
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+
+
+class Tokenizer:
+    """Enough of a tokenizer for a checkpoint folder."""
+
+    def save_pretrained(self, folder):
+        (folder / "tokenizer_config.json").write_text("{}")
+
+
+def nan_job(bad_steps, checkpoint=None, before_step=lambda step, horizon: {}):
+    """A tiny BERT (from ``checkpoint`` if given) whose loss is NaN on the (1-based) steps in ``bad_steps``."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    model = BertForMaskedLM(config) if checkpoint is None else BertForMaskedLM.from_pretrained(checkpoint)
+    calls = {"n": 0}
+
+    def loss(model, batch):
+        calls["n"] += 1
+        value = mlm_loss_sum(model, batch)
+        return value * float("nan") if calls["n"] in bad_steps else value
+
+    def batches(skip):
+        step = skip
+        while True:
+            yield make_batch(step)
+            step += 1
+
+    return Job(
+        model=model, tokenizer=Tokenizer(), batches=batches, evaluate=lambda m: {"loss": 0.0}, loss=loss, before_step=before_step
+    )
+
+
+def settings(tmp_path, **overrides):
+    values = dict(output=str(tmp_path / "run"), max_steps=6, eval_every=100, save_every=2, lr=1e-3, cpu=True)
+    return PretrainConfig(**{**values, **overrides})
+
+
+def records(tmp_path):
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if '"loss"' in line and "eval_loss" not in line]
+
+
+def test_a_non_finite_step_is_skipped_and_logged(tmp_path):
+    result = train(settings(tmp_path), lambda checkpoint, shard: nan_job({3}))
+    assert result.steps == 6
+    steps = records(tmp_path)
+    assert [r["step"] for r in steps if "skipped" in r] == [3]
+    assert all(torch.isfinite(p).all() for p in result.model.parameters())
+    state = torch.load(latest_checkpoint(tmp_path / "run") / "training_state.pt", weights_only=True)
+    counts = {int(s["step"]) for s in state["optimizer"]["state"].values()}
+    assert counts == {5}  # six steps, one without an update
+
+
+def test_too_many_bad_steps_in_a_row_stop_the_run_and_keep_the_good_checkpoint(tmp_path):
+    job = nan_job(set(range(4, 100)))  # from step 4 on
+    with pytest.raises(NonFiniteSteps, match=r"stopped at step 6: 3 steps in a row .* the last good checkpoint is .*step-2"):
+        train(settings(tmp_path, max_bad_steps=3), lambda checkpoint, shard: job)
+    run = tmp_path / "run"
+    assert [p.name for p in (run / "checkpoints").iterdir() if not p.name.startswith(".")] == ["step-2"]
+    assert not (run / "model").exists()  # no final model from a diverged run
+    saved = load_file(run / "checkpoints" / "step-2" / "model.safetensors")
+    assert all(torch.isfinite(t).all() for t in saved.values())
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("corpus") / "plays.txt"
+    path.write_text("\n\n".join(" ".join(lines[i : i + 8]) for i in range(0, 1200, 8)), encoding="utf-8")
+    return path
+
+
+def pretrain_command(corpus, output, *extra):
+    return [
+        sys.executable, "-m", "tokenmask.cli", "pretrain", str(corpus), "--output", str(output), "--preset", "bert-tiny",
+        "--max-steps", "40", "--batch-size", "4", "--max-length", "32", "--eval-every", "1000", "--save-every", "1000",
+        "--cpu", "--no-demo", "--seed", "5", *extra,
+    ]  # fmt: skip
+
+
+def logged_steps(output):
+    path = output / "metrics.jsonl"
+    return path.read_text().count('"loss"') if path.exists() else 0
+
+
+def test_sigint_saves_a_checkpoint_that_resume_continues_exactly(tmp_path):
+    def interrupt_at_step_5(step, horizon):
+        if step == 4:  # before the 5th step: the signal arrives while it runs
+            os.kill(os.getpid(), signal.SIGINT)
+        return {}
+
+    whole = train(settings(tmp_path / "whole", max_steps=8, save_every=100), lambda checkpoint, shard: nan_job(()))
+    cut = settings(tmp_path / "cut", max_steps=8, save_every=100)
+    with pytest.raises(Interrupted, match=r"SIGINT at step 5: checkpoint saved in .*step-5; continue with --resume") as stop:
+        train(cut, lambda checkpoint, shard: nan_job((), checkpoint, interrupt_at_step_5))
+    assert stop.value.exit_code == 130
+    resumed = train(replace(cut, resume=True), lambda checkpoint, shard: nan_job((), checkpoint))
+    assert resumed.steps == 8
+    for (name, expected), got in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(expected, got), name
+
+
+def test_sigterm_through_the_command_line_exits_143_and_resumes_exactly(corpus, tmp_path):
+    whole = tmp_path / "whole"
+    subprocess.run(pretrain_command(corpus, whole), check=True, capture_output=True, timeout=300)
+    cut = tmp_path / "cut"
+    process = subprocess.Popen(pretrain_command(corpus, cut), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while logged_steps(cut) < 5 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-2000:]
+    assert "stopped: SIGTERM at step" in stderr and "continue with --resume" in stderr and "Traceback" not in stderr
+    (checkpoint,) = (cut / "checkpoints").iterdir()
+    step = int(checkpoint.name.split("-")[1])
+    assert 5 <= step < 40 and f"at step {step}:" in stderr
+    subprocess.run(pretrain_command(corpus, cut, "--resume"), check=True, capture_output=True, timeout=300)
+    expected = load_file(whole / "model" / "model.safetensors")
+    for name, tensor in load_file(cut / "model" / "model.safetensors").items():
+        assert torch.equal(tensor, expected[name]), name
