@@ -280,11 +280,26 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 
 def make_accelerator(config: LoopSettings) -> Accelerator:
-    """An Accelerator for this run (one per run: the process-wide state is reset first)."""
+    """An Accelerator for this run (one per run: the process-wide state is reset first).
+
+    Raises:
+        ValueError: a launch this loop cannot train correctly: FSDP or DeepSpeed (not supported
+            yet), or processes that Accelerate did not join into one group.
+    """
     AcceleratorState._reset_state()
     device = torch.device("cuda") if torch.cuda.is_available() and not config.cpu else torch.device("cpu")
     precision = resolve_precision(config.precision, device)
-    return Accelerator(cpu=config.cpu, mixed_precision="bf16" if precision == "bf16" else "no")
+    accelerator = Accelerator(cpu=config.cpu, mixed_precision="bf16" if precision == "bf16" else "no")
+    kind = accelerator.distributed_type.value
+    if kind in ("FSDP", "DEEPSPEED"):
+        raise ValueError(f"{kind} is not supported yet: launch plain data parallelism (accelerate launch --multi_gpu, or torchrun)")
+    launched = Shard.from_environment().world
+    if launched != accelerator.num_processes:
+        raise ValueError(
+            f"launched as {launched} processes, but Accelerate set up {accelerator.num_processes} "
+            f"({kind}): with accelerate launch, FSDP and DeepSpeed need GPUs; on CPUs use --multi_cpu or torchrun"
+        )
+    return accelerator
 
 
 def fitted_horizon(

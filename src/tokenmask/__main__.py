@@ -1,0 +1,7 @@
+"""``python -m tokenmask``: the command line (also what ``torchrun`` / ``accelerate launch -m tokenmask`` start)."""
+
+import sys
+
+from tokenmask.cli import main
+
+sys.exit(main())
