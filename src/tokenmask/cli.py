@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -633,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except (ValueError, OSError, UnicodeError) as error:
         print(f"tokenmask {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except pickle.UnpicklingError as error:  # torch.load(weights_only=True) met more than tensors
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(f"tokenmask {args.command}: error: refused to unpickle a file holding more than tensors ({first})", file=sys.stderr)
         return 2
     except Interrupted as stop:
         print(f"tokenmask {args.command}: stopped: {stop}", file=sys.stderr)
