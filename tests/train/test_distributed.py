@@ -52,3 +52,32 @@ def test_two_processes_match_one_process_at_the_same_global_batch(corpus, tmp_pa
         torch.testing.assert_close(load_file(two / "model" / "model.safetensors")[name], tensor, rtol=1e-4, atol=1e-5)
     config = json.loads((two / "run_config.json").read_text())
     assert config["processes"] == 2
+
+
+def test_finetuning_on_two_processes_matches_one_process(tmp_path, reviews_csv, bert_tokenizer):
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    model = tmp_path / "tiny"
+    config = BertConfig(vocab_size=len(bert_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # comparable runs
+    BertForMaskedLM(config).save_pretrained(model)
+    bert_tokenizer.save_pretrained(model)
+    runs = {}
+    for processes, batch_size in ((1, 8), (2, 4)):
+        output = tmp_path / f"p{processes}"
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+        command = [
+            *(launcher if processes > 1 else [sys.executable]), "-m", "tokenmask", "finetune", str(reviews_csv),
+            "--model", str(model), "--output", str(output), "--group-by", "movie", "--batch-size",
+            str(batch_size), "--max-steps", "4", "--eval-every", "2", "--lr", "1e-3", "--cpu", "--seed", "1",
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        records = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+        runs[processes] = records
+    for a, b in zip(runs[1], runs[2], strict=True):
+        assert a.keys() == b.keys()
+        for key in ("loss", "eval_loss", "targets"):
+            if key in a:
+                assert b[key] == pytest.approx(a[key], rel=1e-5), (a["step"], key)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from accelerate.utils import extract_model_from_parallel
 
@@ -200,18 +201,23 @@ def _job(
         tracker.replay(read_metrics(output), int(load_state(checkpoint)["step"]))
     augmenter = MaskingAugmenter(tokenizer, rate=tracker.rate, strategy=config.augment_strategy, seed=config.seed)
     lengths = [len(e["input_ids"]) for e in data.train]
-    # a global batch per step, cut into one slice per process (with several, the short last batch is dropped)
-    sampler = LengthGroupedBatches(lengths, config.batch_size * shard.world, seed=config.seed, drop_last=shard.world > 1)
-    mine = slice(shard.rank * config.batch_size, (shard.rank + 1) * config.batch_size)
+    sampler = LengthGroupedBatches(lengths, config.batch_size * shard.world, seed=config.seed)  # global batches
+
+    def epoch_batches() -> list[list[int]]:
+        """This process's part of each global batch (near-equal contiguous parts; a last batch
+        shorter than the number of processes is dropped, so no process gets an empty one)."""
+        usable = [b for b in sampler.batches() if len(b) >= shard.world]
+        return [np.array_split(np.asarray(b), shard.world)[shard.rank].tolist() for b in usable]
+
     validation = _validation_batches(data, tokenizer, config.batch_size)
 
     def batches(skip: int) -> Iterator[dict[str, Any]]:
-        epoch, offset = divmod(skip, len(sampler))
+        epoch, offset = divmod(skip, len(epoch_batches()))  # the same number every epoch
         while True:
             sampler.set_epoch(epoch)
             augmenter.set_epoch(epoch)
-            for indices in sampler.batches()[offset:]:
-                yield augmenter([data.train[i] for i in indices[mine]])
+            for indices in epoch_batches()[offset:]:
+                yield augmenter([data.train[i] for i in indices])
             epoch, offset = epoch + 1, 0
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:

@@ -420,6 +420,7 @@ def train(
 
     def evaluate() -> None:
         nonlocal evaluation_seconds
+        accelerator.wait_for_everyone()  # the main process has logged every step: jobs may read the log
         began = time.perf_counter()
         metrics = job.evaluate(model)
         evaluation_seconds += time.perf_counter() - began
