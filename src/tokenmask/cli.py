@@ -131,7 +131,7 @@ _PRETRAIN_FLAGS = (
     "preset", "init", "max_length", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
     "schedule", "max_steps", "max_tokens", "max_time", "eval_every", "eval_blocks", "save_every",
     "validation_share", "dupe_factor", "mlm_probability_end", "eval_mlm_probability", "precision", "cpu",
-    "document_unit", "text_field", "cache_dir", "no_cache",
+    "document_unit", "text_field", "strict", "max_line_bytes", "cache_dir", "no_cache",
 )
 
 

@@ -31,8 +31,15 @@ if TYPE_CHECKING:
 def corpus_texts(config: PretrainConfig) -> Iterable[str]:
     """The documents, streamed: the given corpus or the bundled plays (one per scene)."""
     if config.corpus:
-        return read_texts(config.corpus, unit=config.document_unit, text_field=config.text_field)
+        return read_texts(config.corpus, **_reading(config))
     return shakespeare_scenes()
+
+
+def _reading(config: PretrainConfig) -> dict[str, Any]:
+    """How the corpus is read: the keywords of :func:`~tokenmask.data.corpus.read_documents`."""
+    return dict(
+        unit=config.document_unit, text_field=config.text_field, strict=config.strict, max_line_bytes=config.max_line_bytes
+    )
 
 
 def load_blocks(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -> PretrainBlocks:
@@ -44,7 +51,7 @@ def load_blocks(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -> P
         use_cache=not config.no_cache,
     )
     if config.corpus:
-        return corpus_blocks(config.corpus, tokenizer, unit=config.document_unit, text_field=config.text_field, **settings)
+        return corpus_blocks(config.corpus, tokenizer, **_reading(config), **settings)
     return build_blocks(shakespeare_scenes(), tokenizer, **settings)
 
 
