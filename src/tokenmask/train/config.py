@@ -45,7 +45,13 @@ class PretrainConfig:
     )
     cache_dir: str | None = field(default=None, metadata=_doc("block cache folder (none = $TOKENMASK_CACHE or ~/.cache/tokenmask)"))
     no_cache: bool = field(default=False, metadata=_doc("encode the corpus afresh, without reading or writing the block cache"))
-    tokenizer: str = field(default="bert-base-uncased", metadata=_doc("tokenizer folder or built-in name"))
+    tokenizer: str | None = field(
+        default=None,
+        metadata=_doc(
+            "tokenizer folder or built-in name (none = the --init model's own, else bert-base-uncased); "
+            "with --init, it must have the model's vocabulary"
+        ),
+    )
     preset: str = field(default="modernbert-tiny", metadata=_doc(f"model size when training from scratch: {', '.join(PRESETS)}"))
     init: str | None = field(default=None, metadata=_doc("continue from this local checkpoint folder, or 'minilm' (all-MiniLM-L6-v2, new MLM head)"))
     max_length: int = field(default=128, metadata=_doc("block length in tokens"))

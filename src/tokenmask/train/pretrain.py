@@ -18,11 +18,11 @@ from tokenmask.data.collator import MaskingCollator
 from tokenmask.data.corpus import read_texts
 from tokenmask.data.pretrain import PretrainBlocks, build_blocks, corpus_blocks
 from tokenmask.data.resources import shakespeare_scenes
-from tokenmask.data.tokenizers import load_tokenizer
+from tokenmask.data.vocab import require_mask_token
 from tokenmask.train.config import PretrainConfig
 from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, epoch_batches, mlm_loss_sum, train
-from tokenmask.train.models import build_model, load_model_with_notes
+from tokenmask.train.models import build_model, load_model_with_notes, paired_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -71,6 +71,11 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Tr
     ``config.resume``, continue from the newest checkpoint: same model, optimizer, schedule,
     data order, masks and dropout state as the uninterrupted run would have had.
 
+    The tokenizer is ``config.tokenizer``, else the ``init`` model's own, else bert-base-uncased;
+    with ``init`` it must have the model's vocabulary. Tokenizer and model are checked (a mask
+    token, an embedding per id, positions for ``max_length``) before the corpus is read; the
+    loop writes to ``output`` only once the job is built, so bad input leaves no half-written run.
+
     Raises:
         ValueError: bad corpus, tokenizer, model or output settings.
     """
@@ -78,16 +83,17 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Tr
 
 
 def _job(config: PretrainConfig, checkpoint: Path | None, reporter: Reporter) -> Job:
-    tokenizer = load_tokenizer(config.tokenizer)
-    blocks = load_blocks(config, tokenizer)
-    reporter.message(blocks.describe())
+    tokenizer = paired_tokenizer(config.init, config.tokenizer)
+    require_mask_token(tokenizer)
+    notes: tuple[str, ...] = ()
     if checkpoint is not None or config.init:
         loaded = load_model_with_notes(checkpoint or config.init, vocab_size=len(tokenizer), max_length=config.max_length)
-        model = loaded.model.train()
-        for note in loaded.notes:
-            reporter.message(note)
+        model, notes = loaded.model.train(), loaded.notes
     else:
         model = build_model(config.preset, vocab_size=len(tokenizer), max_length=config.max_length, pad_token_id=tokenizer.pad_token_id)
+    blocks = load_blocks(config, tokenizer)
+    for line in (blocks.describe(), *notes):
+        reporter.message(line)
     collator = MaskingCollator(tokenizer, seed=config.seed, **config.masking)
     eval_masking = {**config.masking, "mlm_probability": config.eval_mlm_probability}
     eval_collator = MaskingCollator(tokenizer, seed=config.seed + EVAL_SEED_OFFSET, **eval_masking)
