@@ -309,3 +309,10 @@ def test_line_ends_of_every_kind_end_lines(tmp_path):
     (tmp_path / "ends.txt").write_bytes(b"\xef\xbb\xbfunix\nwindows\r\nold mac\rlast")
     assert list(read_texts([tmp_path / "ends.txt"])) == ["unix", "windows", "old mac", "last"]
     assert list(read_texts([tmp_path / "ends.txt"], unit="file")) == ["unix\nwindows\nold mac\nlast"]
+
+
+def test_a_csv_header_that_is_not_utf8_is_named(tmp_path):
+    """pyarrow decodes column names itself; found by tests/data/test_fuzz.py."""
+    (tmp_path / "h.csv").write_bytes(b"t\xe9xt,label\nfine,a\n")
+    with pytest.raises(ValueError, match=r"h.csv: the header row is not valid UTF-8 text"):
+        list(read_documents([tmp_path / "h.csv"]))

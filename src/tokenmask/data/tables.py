@@ -53,8 +53,8 @@ def csv_records(
 
     Raises:
         ValueError: no such column (naming the columns there are), not a readable CSV file
-            (empty, ragged rows, a row over the 4 MB block), a binary file, bytes that are
-            not UTF-8 when ``checks`` is strict (naming the row).
+            (empty, ragged rows, a row over the 4 MB block), a binary file, a header that is
+            not UTF-8, values that are not UTF-8 when ``checks`` is strict (naming the row).
     """
     import pyarrow as pa
     from pyarrow import csv
@@ -70,8 +70,9 @@ def csv_records(
             parse_options=csv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
             convert_options=csv.ConvertOptions(column_types={c: pa.binary() for c in columns}),
         )
+        names = _header(reader, path)
         for column in columns:
-            require_column(path, column, reader.schema.names, hint=hint)
+            require_column(path, column, names, hint=hint)
         number = 0
         for batch in reader:
             values = [batch.column(c).to_pylist() for c in columns]
@@ -81,6 +82,14 @@ def csv_records(
                 yield {c: None if v is None else checks.decode(v, where) for c, v in zip(columns, row)}
     except pa.ArrowInvalid as error:
         raise ValueError(f"{path}: not a readable CSV file ({error})") from None
+
+
+def _header(reader: Any, path: Path) -> list[str]:
+    """The column names of a CSV reader; ``ValueError`` when they are not UTF-8 (pyarrow decodes them itself)."""
+    try:
+        return reader.schema.names
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: the header row is not valid UTF-8 text; save the file as UTF-8") from None
 
 
 def csv_documents(path: Path, column: str, *, checks: TextChecks | None = None) -> Iterator[str]:
