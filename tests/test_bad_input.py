@@ -206,6 +206,11 @@ def model_with_fewer_embeddings(tmp_path, model):
     return argv, f"{small} has 1,000 token embeddings but the tokenizer 30,522 ids"
 
 
+def init_folder_missing(tmp_path, model):
+    argv = pretrain(tmp_path, write_corpus(tmp_path / "c.txt"), flags=("--init", str(tmp_path / "no-model")))
+    return argv, f"model '{tmp_path / 'no-model'}' is neither a folder nor the name minilm"
+
+
 def length_over_the_positions(tmp_path, model):
     argv = pretrain(tmp_path, write_corpus(tmp_path / "c.txt"), flags=("--init", str(model), "--max-length", "1024"))
     return argv, "max_length 1024 is over the model's position limit 512"
@@ -239,7 +244,7 @@ FAILING: dict[str, Callable[[Path, Path], tuple[list[str], str]]] = {
         empty_corpus, empty_file, not_utf8_strict, png_as_text, nul_after_the_start, utf16_text, line_of_50_mb,
         jsonl_line_over_the_limit, missing_text_field, missing_label_column, unknown_file_type,
         tokenizer_without_mask, tokenizer_of_another_size, tokenizer_of_other_words, model_with_fewer_embeddings,
-        length_over_the_positions, finetune_length_over_the_positions, unknown_preset,
+        init_folder_missing, length_over_the_positions, finetune_length_over_the_positions, unknown_preset,
         unknown_preset_in_a_config_file, unseen_label,
     )
 }  # fmt: skip

@@ -164,7 +164,8 @@ def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int)
         max_length: longest sequence; must fit the model's position limit.
 
     Raises:
-        ValueError: the model's vocabulary or position limit does not fit (:func:`check_fits`).
+        ValueError: neither a folder nor ``minilm``; the model's vocabulary or position limit
+            does not fit (:func:`check_fits`).
         FileNotFoundError: ``minilm`` without its package installed (the message names it).
     """
     if not Path(path).is_dir() and str(path) == MINILM:
@@ -174,6 +175,8 @@ def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int)
                 f"minilm has the 30,522-id bert-base-uncased vocabulary but the tokenizer has {vocab_size} ids: "
                 "use --tokenizer bert-base-uncased (or minilm)"
             )
+    elif not Path(path).is_dir():  # from_pretrained would take it for a hub name and say so, obscurely
+        raise ValueError(f"model {str(path)!r} is neither a folder nor the name {MINILM}")
     else:
         from transformers import AutoModelForMaskedLM
 
