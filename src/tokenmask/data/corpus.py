@@ -5,17 +5,22 @@ Text files give one document per non-empty line (``unit="line"``), per blank-lin
 paragraph (``"paragraph"``) or per file (``"file"``); the other formats give the
 ``text_field`` (field or column) of each record, or with :func:`read_records` several columns
 of each record. Every format is read record by record or in batches, never whole, so a corpus
-larger than memory streams through.
+larger than memory streams through. Text, JSON and CSV files are read as bytes and checked
+(:mod:`tokenmask.data.decode`): binary files and over-long lines are refused, bytes that are
+not UTF-8 replaced and counted (or refused, ``strict=True``).
 """
 
 from __future__ import annotations
 
+import codecs
 import glob
+import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
+from tokenmask.data.decode import MAX_LINE_BYTES, ReadStats, TextChecks
 from tokenmask.data.tables import (
     TEXT_FIELD_HINT,
     Record,
@@ -109,6 +114,9 @@ def read_documents(
     unit: Unit = "line",
     text_field: str = "text",
     split: str | None = None,
+    strict: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    stats: ReadStats | None = None,
 ) -> Iterator[str]:
     """Stream every document of a corpus, empty ones included (a null value reads as ``""``).
 
@@ -119,16 +127,23 @@ def read_documents(
         text_field: the field of JSON records, the column of CSV / Parquet files and datasets.
         split: for a ``DatasetDict`` folder, the split to read; None reads all of them in
             their saved order. Ignored by other sources.
+        strict: refuse bytes that are not UTF-8 in text, JSON and CSV files, naming file and
+            line; by default each run of them becomes one U+FFFD, counted in ``stats``.
+        max_line_bytes: longest line of a text or JSON Lines file (and JSON array record);
+            no more than this is read of a longer one before it is refused.
+        stats: where replacements are counted (:class:`~tokenmask.data.decode.ReadStats`).
 
     Raises:
         FileNotFoundError / ValueError: from :func:`expand_paths`; a bad unit; a record
             without ``text_field`` (the message names the fields there are); a value that is
-            not a string; invalid JSON; a missing split.
+            not a string; invalid JSON; a missing split; a binary file; a line over
+            ``max_line_bytes``; bytes that are not UTF-8 when ``strict``.
     """
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    checks = TextChecks(strict=strict, max_line_bytes=max_line_bytes, stats=stats or ReadStats())
     for source in expand_paths(paths):
-        yield from _source_documents(source, unit=unit, text_field=text_field, split=split)
+        yield from _source_documents(source, unit=unit, text_field=text_field, split=split, checks=checks)
 
 
 def read_texts(
@@ -137,40 +152,48 @@ def read_texts(
     unit: Unit = "line",
     text_field: str = "text",
     split: str | None = None,
+    strict: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    stats: ReadStats | None = None,
 ) -> Iterator[str]:
     """Stream the non-blank documents of a corpus (:func:`read_documents` without empty ones).
 
     ``a.txt = "one\\n\\ntwo\\nthree\\n"``: unit ``line`` -> ``["one", "two", "three"]``,
     ``paragraph`` -> ``["one", "two three"]``, ``file`` -> ``["one\\n\\ntwo\\nthree"]``.
     """
-    for text in read_documents(paths, unit=unit, text_field=text_field, split=split):
+    documents = read_documents(
+        paths, unit=unit, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes, stats=stats
+    )
+    for text in documents:
         if text.strip():
             yield text
 
 
-def _source_documents(source: Path, *, unit: Unit, text_field: str, split: str | None) -> Iterator[str]:
+def _source_documents(
+    source: Path, *, unit: Unit, text_field: str, split: str | None, checks: TextChecks
+) -> Iterator[str]:
     if source.is_dir():
         return dataset_documents(source, text_field, split)
     suffix = source.suffix.lower()
     if suffix in JSON_SUFFIXES:
-        return _json_documents(source, text_field)
+        return _json_documents(source, text_field, checks)
     if suffix in (".csv", ".tsv"):
-        return csv_documents(source, text_field)
+        return csv_documents(source, text_field, checks=checks)
     if suffix == ".parquet":
         return parquet_documents(source, text_field)
-    return _plain_documents(source, unit)
+    return _plain_documents(source, unit, checks)
 
 
-def _plain_documents(path: Path, unit: Unit) -> Iterator[str]:
-    with path.open(encoding="utf-8-sig", errors="replace") as handle:
-        if unit == "file":
-            yield handle.read().strip()
-        elif unit == "line":
-            for line in handle:
-                if line.strip():
-                    yield line.strip()
-        else:
-            yield from _paragraphs(handle)
+def _plain_documents(path: Path, unit: Unit, checks: TextChecks) -> Iterator[str]:
+    lines = checks.text_lines(path)
+    if unit == "file":
+        yield "\n".join(lines).strip()
+    elif unit == "line":
+        for line in lines:
+            if line.strip():
+                yield line.strip()
+    else:
+        yield from _paragraphs(lines)
 
 
 def _paragraphs(lines: Iterable[str]) -> Iterator[str]:
@@ -185,22 +208,27 @@ def _paragraphs(lines: Iterable[str]) -> Iterator[str]:
         yield " ".join(paragraph)
 
 
-def _json_documents(path: Path, field: str) -> Iterator[str]:
-    for where, record in _json_values(path):
-        yield _record_text(record, field, where)
+def _json_documents(path: Path, field: str, checks: TextChecks) -> Iterator[str]:
+    for where, record in _json_values(path, checks):
+        yield _record_text(record, field, where, checks)
 
 
-def _json_values(path: Path) -> Iterator[tuple[str, Any]]:
+def _json_values(path: Path, checks: TextChecks) -> Iterator[tuple[str, Any]]:
     """``(where, value)`` for each record of a JSON Lines file, or (a file starting with ``[``)
-    of one JSON array; ``where`` is ``"path:line"`` or ``"path: record n"``."""
-    with path.open(encoding="utf-8-sig", errors="replace") as handle:
-        head = handle.read(_CHUNK)
-        if head.lstrip().startswith("["):
-            for number, record in _array_records(handle, head, path):
-                yield f"{path}: record {number}", record
+    of one JSON array; ``where`` is ``"path:line"`` or ``"path: record n"``.
+
+    Bytes that are not UTF-8 are kept as lone surrogates (``surrogateescape``): only the
+    fields a reader uses are repaired, and counted, by ``checks.repair``.
+    """
+    checks.sniff(path)
+    with path.open("rb") as handle:
+        if handle.read(_CHUNK).removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"["):
+            handle.seek(0)
+            yield from _array_values(handle, path, checks.max_line_bytes)
             return
         handle.seek(0)
-        for number, line in enumerate(handle, start=1):
+        for number, raw in checks.raw_lines(handle, path):
+            line = raw.decode("utf-8", "surrogateescape")
             if not line.strip():
                 continue
             try:
@@ -210,11 +238,21 @@ def _json_values(path: Path) -> Iterator[tuple[str, Any]]:
             yield f"{path}:{number}", record
 
 
-def _array_records(handle: Any, buffer: str, path: Path) -> Iterator[tuple[int, Any]]:
+def _array_values(handle: BinaryIO, path: Path, max_record: int) -> Iterator[tuple[str, Any]]:
+    text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    try:
+        for number, record in _array_records(text, text.read(_CHUNK), path, max_record):
+            yield f"{path}: record {number}", record
+    finally:
+        text.detach()  # the caller closes the file
+
+
+def _array_records(handle: Any, buffer: str, path: Path, max_record: int) -> Iterator[tuple[int, Any]]:
     """The elements of a JSON array, decoded one at a time from a growing window of the file.
 
     A record cut by the window end fails to decode; the window then grows and the record is
-    decoded again, so memory holds about one record, not the file.
+    decoded again, so memory holds about one record, not the file. A record that outgrows
+    ``max_record`` characters is refused.
     """
     decoder = json.JSONDecoder()
     position = buffer.index("[") + 1
@@ -236,14 +274,25 @@ def _array_records(handle: Any, buffer: str, path: Path) -> Iterator[tuple[int, 
             position, expect_value = position + 1, True
             continue
         try:
+            start = position
             record, position = decoder.raw_decode(buffer, position)
         except json.JSONDecodeError as error:
             if at_end:
                 raise ValueError(f"{path}: record {number + 1}: not valid JSON ({error.msg})") from None
+            _check_record_size(len(buffer) - position, max_record, path, number + 1)  # before the window grows
             buffer, position, at_end = _grow(handle, buffer, position)
             continue
+        _check_record_size(position - start, max_record, path, number + 1)
         number, expect_value = number + 1, False
         yield number, record
+
+
+def _check_record_size(size: int, max_record: int, path: Path, number: int) -> None:
+    if size > max_record:
+        raise ValueError(
+            f"{path}: record {number}: over the limit of {max_record:,} characters "
+            "(max_line_bytes / --max-line-bytes); split the record, or raise the limit"
+        )
 
 
 def _grow(handle: Any, buffer: str, position: int) -> tuple[str, int, bool]:
@@ -253,11 +302,11 @@ def _grow(handle: Any, buffer: str, position: int) -> tuple[str, int, bool]:
     return rest + more, 0, not more
 
 
-def _record_text(record: Any, field: str, where: str) -> str:
+def _record_text(record: Any, field: str, where: str, checks: TextChecks) -> str:
     if not isinstance(record, dict):
         raise ValueError(f"{where}: expected an object with a string {field!r} field")
     require_column(where, field, list(record))
-    value = record[field]
+    value = checks.repair(record[field], where)
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -271,6 +320,9 @@ def read_records(
     *,
     split: str | None = None,
     hint: str = TEXT_FIELD_HINT,
+    strict: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    stats: ReadStats | None = None,
 ) -> Iterator[tuple[str, Record]]:
     """Stream the ``columns`` of every record of JSON, CSV / TSV, Parquet and dataset sources.
 
@@ -286,32 +338,36 @@ def read_records(
         columns: the fields / columns to read; every record must have them.
         split: for a ``DatasetDict`` folder, the split to read; None reads all of them.
         hint: what the missing-column message suggests, e.g. ``"(choose with --label-column)"``.
+        strict / max_line_bytes / stats: as in :func:`read_documents`.
 
     Raises:
         FileNotFoundError / ValueError: from :func:`expand_paths`; a text file (it has no
             columns); a missing column (naming the columns there are); invalid JSON; a JSON
-            record that is not an object; a missing split.
+            record that is not an object; a missing split; a binary file; an over-long line.
     """
+    checks = TextChecks(strict=strict, max_line_bytes=max_line_bytes, stats=stats or ReadStats())
     for source in expand_paths(paths):
-        yield from _source_records(source, columns, split=split, hint=hint)
+        yield from _source_records(source, columns, split=split, hint=hint, checks=checks)
 
 
 def _source_records(
-    source: Path, columns: Sequence[str], *, split: str | None, hint: str
+    source: Path, columns: Sequence[str], *, split: str | None, hint: str, checks: TextChecks
 ) -> Iterator[tuple[str, Record]]:
     suffix = source.suffix.lower()
     if source.is_dir():
         yield from dataset_records(source, columns, split, hint=hint)
     elif suffix in JSON_SUFFIXES:
-        for where, record in _json_values(source):
+        for where, record in _json_values(source, checks):
             if not isinstance(record, dict):
                 raise ValueError(f"{where}: expected an object with the fields {', '.join(map(repr, columns))}")
             for column in columns:
                 require_column(where, column, list(record), hint=hint)
-            yield where, {column: record[column] for column in columns}
+            yield where, {column: checks.repair(record[column], where) for column in columns}
+    elif suffix == ".parquet":
+        for number, record in enumerate(parquet_records(source, columns, hint=hint), start=1):
+            yield f"{source}: row {number}", record
     elif suffix in TABLE_SUFFIXES:
-        reader = parquet_records if suffix == ".parquet" else csv_records
-        for number, record in enumerate(reader(source, columns, hint=hint), start=1):
+        for number, record in enumerate(csv_records(source, columns, hint=hint, checks=checks), start=1):
             yield f"{source}: row {number}", record
     else:
         raise ValueError(

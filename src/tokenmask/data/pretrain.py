@@ -31,6 +31,7 @@ from tokenmask.data.cache import (
     tokenizer_fingerprint,
 )
 from tokenmask.data.corpus import Unit, expand_paths, fingerprint_sources, read_documents
+from tokenmask.data.decode import MAX_LINE_BYTES, ReadStats
 from tokenmask.data.progress import EncodingProgress
 
 DEFAULT_VALIDATION_SHARE = 0.02
@@ -63,6 +64,10 @@ class PretrainBlocks:
     """Tokens the tokenizer produced for the documents packed."""
     frame_tokens: int
     """Start and separator tokens the packer added."""
+    invalid_utf8: int = 0
+    """Lines (or records) read whose bytes that are not UTF-8 were replaced by U+FFFD."""
+    first_invalid_utf8: str | None = None
+    """Where the first of them is: ``"a.txt:3"``."""
     cache: str | None = None
     """The cache entry the blocks live in, or None (not cached)."""
     from_cache: bool = False
@@ -82,11 +87,15 @@ class PretrainBlocks:
 
         The bundled plays: ``"781 documents read, 0 empty skipped: 1,148,735 tokens, all kept,
         in 8,849 training and 203 validation blocks of 128 (+9,833 start/separator tokens);
-        cached in ~/.cache/tokenmask/blocks/7a16…"``
+        cached in ~/.cache/tokenmask/blocks/7a16…"``; a corpus with bad bytes adds
+        ``", 3 lines with invalid UTF-8 replaced (first: a.txt:2)"`` after the skipped ones.
         """
         skipped = f"{self.empty_documents:,} empty skipped"
         if self.tokenless_documents:
             skipped += f", {self.tokenless_documents:,} without any token skipped"
+        if self.invalid_utf8:
+            stats = ReadStats(invalid_utf8=self.invalid_utf8, first_invalid=self.first_invalid_utf8)
+            skipped += f", {stats.describe()}"
         dropped = self.text_tokens - self.kept_tokens
         kept = "all kept" if dropped == 0 else f"{self.kept_tokens:,} kept, {dropped:,} DROPPED"
         text = (
@@ -157,6 +166,8 @@ def corpus_blocks(
     unit: Unit = "paragraph",
     text_field: str = "text",
     split: str | None = None,
+    strict: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES,
     cache_dir: str | Path | None = None,
     use_cache: bool = True,
     progress: bool | None = None,
@@ -166,12 +177,15 @@ def corpus_blocks(
 
     The cache key covers each file's path, size and modification time (not its contents,
     so a cache hit reads nothing), the tokenizer, ``block_length``, ``validation_share``,
-    ``unit``, ``text_field`` and ``split``. Change a file and the entry is rebuilt.
+    ``unit``, ``text_field``, ``split``, ``strict`` and ``max_line_bytes``. Change a file and
+    the entry is rebuilt. Lines with bytes that are not UTF-8 are counted in the blocks
+    (``invalid_utf8``) and in the entry, so a cache hit reports them too.
 
     Args:
         paths: files, folders and globs (:func:`tokenmask.data.corpus.expand_paths`).
-        unit / text_field / split: how documents are read (:func:`tokenmask.data.corpus.read_documents`);
-            ``unit`` defaults to ``"paragraph"`` (a document per paragraph of text files).
+        unit / text_field / split / strict / max_line_bytes: how documents are read
+            (:func:`tokenmask.data.corpus.read_documents`); ``unit`` defaults to
+            ``"paragraph"`` (a document per paragraph of text files).
         Others: as in :func:`build_blocks`.
 
     Raises:
@@ -182,12 +196,15 @@ def corpus_blocks(
     sources = expand_paths(paths)
     key = None
     if use_cache:
-        source = {"files": fingerprint_sources(sources), "unit": unit, "text_field": text_field, "split": split}
+        source = {"files": fingerprint_sources(sources), "unit": unit, "text_field": text_field, "split": split,
+                  "strict": strict, "max_line_bytes": max_line_bytes}  # fmt: skip
         key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
+    stats = ReadStats()
+    reading = dict(unit=unit, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
     return _cached_or_built(
-        lambda: read_documents(sources, unit=unit, text_field=text_field, split=split), tokenizer,
+        lambda: read_documents(sources, **reading, stats=stats), tokenizer,
         key=key, root=_root(cache_dir), block_length=block_length, validation_share=validation_share,
-        progress=progress, total=None, batch_size=batch_size,
+        progress=progress, total=None, batch_size=batch_size, stats=stats,
     )
 
 
@@ -226,6 +243,7 @@ def _cached_or_built(
     progress: bool | None,
     total: int | None,
     batch_size: int,
+    stats: ReadStats | None = None,
 ) -> PretrainBlocks:
     """Load the entry ``key`` when it exists; else build it (in a staging folder) and publish it.
 
@@ -238,8 +256,8 @@ def _cached_or_built(
     staging = staging_folder(entry.parent if entry is not None else None)
     try:
         with EncodingProgress(enabled=_show_progress(progress), total=total) as bar:
-            _write_entry(documents(), tokenizer, staging, block_length=block_length,
-                         validation_share=validation_share, batch_size=batch_size, progress=bar)
+            _write_entry(documents(), tokenizer, staging, block_length=block_length, validation_share=validation_share,
+                         batch_size=batch_size, progress=bar, stats=stats or ReadStats())
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -263,11 +281,15 @@ def _write_entry(
     validation_share: float,
     batch_size: int,
     progress: EncodingProgress,
+    stats: ReadStats,
 ) -> None:
     """One pass: read, split, encode and pack the documents into ``folder``; ``meta.json`` last.
 
+    ``stats`` is the reader's count of repaired lines (complete once ``documents`` is read).
+
     Raises:
-        ValueError: nothing to train on.
+        ValueError: nothing to train on (the message says why: no text at all, or none on
+            the training side).
     """
     from tokenmask.data.store import BlockWriter  # pyarrow: not on the import path of `tokenmask --help`
 
@@ -286,10 +308,26 @@ def _write_entry(
         for side in _SIDES:
             writers[side].write(packers[side].finish())
     if packers["train"].counts.blocks == 0:
-        raise ValueError("the corpus holds no text for training")
+        raise ValueError(_no_training_text(read, empty, packers["validation"].counts.documents))
     _offset_ids(folder / "validation.part", folder / "validation.arrow", packers["train"].counts.blocks)
-    meta = {"block_length": block_length, "empty_documents": empty, **_merged(packers)}
+    meta = {
+        "block_length": block_length, "empty_documents": empty, **_merged(packers),
+        "invalid_utf8": stats.invalid_utf8, "first_invalid_utf8": stats.first_invalid,
+    }  # fmt: skip
     (folder / _META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+def _no_training_text(read: int, empty: int, validation: int) -> str:
+    """Why there is no training block: ``"... no text for training: 3 documents read, all empty or blank"``."""
+    if read == 0:
+        return "the corpus holds no text for training: no document at all (empty files, or only blank lines)"
+    if validation == 0:
+        return f"the corpus holds no text for training: {read:,} documents read, all empty, blank or without a token"
+    which = "the only document" if validation == 1 else f"all {validation:,} documents"
+    return (
+        f"the corpus holds no text for training: {which} with text went to the validation side "
+        "(give more documents, or a lower --validation-share)"
+    )
 
 
 def _offset_ids(part: Path, path: Path, offset: int) -> None:
@@ -320,6 +358,8 @@ def _load(folder: Path, *, cache: str | None, from_cache: bool) -> PretrainBlock
         tokenless_documents=meta["tokenless_documents"],
         text_tokens=meta["text_tokens"],
         frame_tokens=meta["frame_tokens"],
+        invalid_utf8=meta["invalid_utf8"],
+        first_invalid_utf8=meta["first_invalid_utf8"],
         cache=cache,
         from_cache=from_cache,
     )

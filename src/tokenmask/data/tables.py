@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenmask.data.decode import TextChecks
+
 _BATCH_ROWS = 1024
 _CSV_BLOCK_BYTES = 1 << 22
 TEXT_FIELD_HINT = "(choose one with text_field / --text-field)"
@@ -36,23 +38,30 @@ def is_dataset_folder(path: Path) -> bool:
     ).is_file()
 
 
-def csv_records(path: Path, columns: Sequence[str], *, hint: str = TEXT_FIELD_HINT) -> Iterator[Record]:
+def csv_records(
+    path: Path, columns: Sequence[str], *, hint: str = TEXT_FIELD_HINT, checks: TextChecks | None = None
+) -> Iterator[Record]:
     """The ``columns`` of each row of a CSV file with a header row, read as strings, in blocks.
 
     A ``.tsv`` file (also ``.tsv.gz``…) is read with tabs as separators. Quoting follows CSV
     (as pandas and ``datasets`` read TSV): quoted values may hold newlines and separators.
-    Values stay strings (``"1"``, not 1); bytes that are not UTF-8 become U+FFFD, as in text
-    files; an empty field is ``""``. pyarrow decompresses ``.gz`` / ``.bz2`` files itself.
+    Values stay strings (``"1"``, not 1); bytes that are not UTF-8 become U+FFFD and are
+    counted (or refused) by ``checks``, as in text files; an empty field is ``""``. pyarrow
+    decompresses ``.gz`` / ``.bz2`` files itself.
 
     ``a.csv = "text,label\\nfine,1\\n"``: ``csv_records(a, ["label"])  ->  [{"label": "1"}]``
 
     Raises:
-        ValueError: no such column (naming the columns there are), or not a readable CSV file
-            (empty, ragged rows).
+        ValueError: no such column (naming the columns there are), not a readable CSV file
+            (empty, ragged rows, a row over the 4 MB block), a binary file, a header that is
+            not UTF-8, values that are not UTF-8 when ``checks`` is strict (naming the row).
     """
     import pyarrow as pa
     from pyarrow import csv
 
+    checks = checks or TextChecks()
+    if path.suffix.lower() in (".csv", ".tsv"):  # not compressed: a NUL byte means binary
+        checks.sniff(path)
     delimiter = "\t" if ".tsv" in (s.lower() for s in path.suffixes) else ","
     try:
         reader = csv.open_csv(
@@ -61,19 +70,31 @@ def csv_records(path: Path, columns: Sequence[str], *, hint: str = TEXT_FIELD_HI
             parse_options=csv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
             convert_options=csv.ConvertOptions(column_types={c: pa.binary() for c in columns}),
         )
+        names = _header(reader, path)
         for column in columns:
-            require_column(path, column, reader.schema.names, hint=hint)
+            require_column(path, column, names, hint=hint)
+        number = 0
         for batch in reader:
             values = [batch.column(c).to_pylist() for c in columns]
             for row in zip(*values):
-                yield {c: None if v is None else v.decode("utf-8", errors="replace") for c, v in zip(columns, row)}
+                number += 1
+                where = f"{path}: row {number}"
+                yield {c: None if v is None else checks.decode(v, where) for c, v in zip(columns, row)}
     except pa.ArrowInvalid as error:
         raise ValueError(f"{path}: not a readable CSV file ({error})") from None
 
 
-def csv_documents(path: Path, column: str) -> Iterator[str]:
+def _header(reader: Any, path: Path) -> list[str]:
+    """The column names of a CSV reader; ``ValueError`` when they are not UTF-8 (pyarrow decodes them itself)."""
+    try:
+        return reader.schema.names
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: the header row is not valid UTF-8 text; save the file as UTF-8") from None
+
+
+def csv_documents(path: Path, column: str, *, checks: TextChecks | None = None) -> Iterator[str]:
     """The ``column`` of a CSV / TSV file (see :func:`csv_records`)."""
-    for record in csv_records(path, [column]):
+    for record in csv_records(path, [column], checks=checks):
         yield record[column] or ""
 
 

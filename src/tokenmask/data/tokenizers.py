@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
+from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from tokenmask.data.resources import bert_vocab_dir, gpt2_bpe_files, minilm_dir
 
@@ -42,6 +42,30 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerFast:
     raise ValueError(
         f"tokenizer {str(name_or_path)!r} is neither a folder nor a built-in name "
         f"({', '.join(BUILTIN_TOKENIZERS)})"
+    )
+
+
+def require_same_vocabulary(
+    expected: PreTrainedTokenizerBase, given: PreTrainedTokenizerBase, expected_name: str, given_name: str
+) -> None:
+    """``ValueError`` naming both tokenizers unless they map the same tokens to the same ids.
+
+    The message gives both sizes, or (same size) the first id that differs:
+    ``"A and B both have 400 ids but differ: id 5 is 'the' in A but 'and' in B; ..."``.
+    """
+    ours, theirs = expected.get_vocab(), given.get_vocab()
+    if ours == theirs:
+        return
+    if len(ours) != len(theirs):
+        raise ValueError(
+            f"{given_name} has {len(theirs):,} ids but {expected_name} {len(ours):,}: a model knows only its own "
+            "tokenizer's ids; leave the tokenizer out to use the model's own"
+        )
+    by_id = {i: token for token, i in theirs.items()}
+    token, i = min(((token, i) for token, i in ours.items() if by_id.get(i) != token), key=lambda pair: pair[1])
+    raise ValueError(
+        f"{given_name} and {expected_name} both have {len(ours):,} ids but differ: id {i} is {by_id.get(i)!r} in "
+        f"{given_name} but {token!r} in {expected_name}; leave the tokenizer out to use the model's own"
     )
 
 

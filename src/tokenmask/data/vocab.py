@@ -22,8 +22,9 @@ _PLACEHOLDER = re.compile(r"^(\[unused\d+\]|<unused\d+>)$")
 def require_mask_token(tokenizer: PreTrainedTokenizerBase) -> int:
     """The tokenizer's mask token id; ``ValueError`` when it has none."""
     if tokenizer.mask_token is None or tokenizer.mask_token_id is None:
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         raise ValueError(
-            f"the tokenizer ({type(tokenizer).__name__}) has no mask token; masked-language "
+            f"the tokenizer {name} has no mask token; masked-language "
             "modelling needs one (add it with tokenizer.add_special_tokens({'mask_token': '[MASK]'}))"
         )
     return int(tokenizer.mask_token_id)

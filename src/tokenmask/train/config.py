@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tokenmask.data.decode import MAX_LINE_BYTES
 from tokenmask.data.pretrain import DEFAULT_VALIDATION_SHARE
 from tokenmask.train.models import PRESETS
 
@@ -27,9 +28,30 @@ class PretrainConfig:
         default="paragraph", metadata=_doc("one document per paragraph, file or line of .txt/.md files")
     )
     text_field: str = field(default="text", metadata=_doc("the text field of JSON records, column of CSV/Parquet files and datasets"))
+    strict: bool = field(
+        default=False,
+        metadata=_doc(
+            "refuse bytes that are not UTF-8 in text, JSON and CSV files (an error naming file and line); "
+            "without it they become U+FFFD and the lines holding them are counted in the run's first line"
+        ),
+    )
+    max_line_bytes: int = field(
+        default=MAX_LINE_BYTES,
+        metadata=_doc(
+            "longest line of a text or JSON Lines file (or JSON array record), in bytes; a longer one is an error "
+            "naming file, line and length, found after reading no more than the limit (a 50 MB line would take "
+            "minutes to tokenize as one document)"
+        ),
+    )
     cache_dir: str | None = field(default=None, metadata=_doc("block cache folder (none = $TOKENMASK_CACHE or ~/.cache/tokenmask)"))
     no_cache: bool = field(default=False, metadata=_doc("encode the corpus afresh, without reading or writing the block cache"))
-    tokenizer: str = field(default="bert-base-uncased", metadata=_doc("tokenizer folder or built-in name"))
+    tokenizer: str | None = field(
+        default=None,
+        metadata=_doc(
+            "tokenizer folder or built-in name (none = the --init model's own, else bert-base-uncased); "
+            "with --init, it must have the model's vocabulary"
+        ),
+    )
     preset: str = field(default="modernbert-tiny", metadata=_doc(f"model size when training from scratch: {', '.join(PRESETS)}"))
     init: str | None = field(default=None, metadata=_doc("continue from this local checkpoint folder, or 'minilm' (all-MiniLM-L6-v2, new MLM head)"))
     max_length: int = field(default=128, metadata=_doc("block length in tokens"))
@@ -110,6 +132,8 @@ class PretrainConfig:
         if self.num_workers and self.mlm_probability_end is not None:
             raise ValueError("mlm_probability_end changes the masking rate as the run goes, which worker processes "
                              "do not see: use num_workers 0 with it")  # fmt: skip
+        if self.max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be >= 1; got {self.max_line_bytes}")
         if self.init is None and self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokenmask.train.models import MINILM, checkpoint_folder, quiet_load_report
+from tokenmask.train.models import MINILM, checkpoint_folder, position_limit, quiet_load_report
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
     import torch
@@ -142,20 +142,11 @@ def _check_settings(
     framing = tokenizer.num_special_tokens_to_add()
     if max_length <= framing:
         raise ValueError(f"max_length must be over the {framing} special tokens framing each text; got {max_length}")
-    limit = _position_limit(model)
+    limit = position_limit(model)
     if limit is not None and max_length > limit:
         raise ValueError(f"max_length {max_length} is over the model's position limit {limit}")
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no padding token, so texts cannot be batched")
-
-
-def _position_limit(model: PreTrainedModel) -> int | None:
-    """Longest input the position table takes; RoBERTa numbers positions after the padding id."""
-    limit = getattr(model.config, "max_position_embeddings", None)
-    padding_idx = getattr(getattr(model, "embeddings", None), "padding_idx", None)
-    if limit is not None and padding_idx is not None:
-        limit -= padding_idx + 1
-    return limit
 
 
 def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

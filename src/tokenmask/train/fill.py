@@ -8,13 +8,22 @@ from typing import Any
 
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
+from tokenmask.data.vocab import require_mask_token
+from tokenmask.train.models import check_fits
+
 _MASK_SPELLINGS = re.compile(r"\[MASK\]|<mask>", re.IGNORECASE)
 
 
 def load_fill_mask(model_dir: str | Path):
-    """A ``pipeline("fill-mask")`` on a local checkpoint folder (no hub, no remote code)."""
+    """A ``pipeline("fill-mask")`` on a local checkpoint folder (no hub, no remote code).
+
+    Raises:
+        ValueError: the folder's tokenizer has no mask token, or more ids than the model has embeddings.
+    """
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    require_mask_token(tokenizer)
     model = AutoModelForMaskedLM.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    check_fits(model, vocab_size=len(tokenizer), max_length=None, name=str(model_dir))
     return pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
 
 

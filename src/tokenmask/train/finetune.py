@@ -46,6 +46,7 @@ from tokenmask.train.config import FinetuneConfig
 from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import Job, QuietReporter, Reporter, train
 from tokenmask.train.metrics import plot_confusion
+from tokenmask.train.models import check_fits
 from tokenmask.train.watch import DivergenceWatch, halved_rate, training_loss_between
 
 if TYPE_CHECKING:
@@ -194,6 +195,7 @@ def _job(
 ) -> Job:
     output = Path(config.output)
     loaded = load_classifier(checkpoint or config.model, task=data.task, labels=data.labels)
+    check_fits(loaded.model, vocab_size=len(tokenizer), max_length=config.max_length, name=str(checkpoint or config.model))
     if checkpoint is None:
         for note in loaded.notes:
             reporter.message(note)

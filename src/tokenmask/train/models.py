@@ -5,6 +5,8 @@ a local Hugging Face folder, or ``minilm``: the real all-MiniLM-L6-v2 encoder, w
 head, so the head is new (see :func:`load_minilm`).
 Every recipe that opens a user's folder (embed, finetune) checks it with
 :func:`checkpoint_folder` and loads under :func:`quiet_load_report`, judging missing weights itself.
+A model is paired with its own tokenizer (:func:`paired_tokenizer`) and checked to take its
+ids and lengths (:func:`check_fits`) before any training.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from tokenmask.data.resources import minilm_dir
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
-    from transformers import ModernBertConfig, PreTrainedModel, RobertaConfig
+    from transformers import ModernBertConfig, PreTrainedModel, PreTrainedTokenizerFast, RobertaConfig
 
 Family = Literal["bert", "roberta", "modernbert"]
 
@@ -162,7 +164,8 @@ def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int)
         max_length: longest sequence; must fit the model's position limit.
 
     Raises:
-        ValueError: the model's vocabulary or position limit does not fit.
+        ValueError: neither a folder nor ``minilm``; the model's vocabulary or position limit
+            does not fit (:func:`check_fits`).
         FileNotFoundError: ``minilm`` without its package installed (the message names it).
     """
     if not Path(path).is_dir() and str(path) == MINILM:
@@ -172,6 +175,8 @@ def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int)
                 f"minilm has the 30,522-id bert-base-uncased vocabulary but the tokenizer has {vocab_size} ids: "
                 "use --tokenizer bert-base-uncased (or minilm)"
             )
+    elif not Path(path).is_dir():  # from_pretrained would take it for a hub name and say so, obscurely
+        raise ValueError(f"model {str(path)!r} is neither a folder nor the name {MINILM}")
     else:
         from transformers import AutoModelForMaskedLM
 
@@ -179,7 +184,7 @@ def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int)
             path, local_files_only=True, trust_remote_code=False, output_loading_info=True
         )
         loaded = LoadedModel(model, _loading_notes(path, info))
-    _check_fits(loaded.model, vocab_size=vocab_size, max_length=max_length)
+    check_fits(loaded.model, vocab_size=vocab_size, max_length=max_length, name=str(path))
     return loaded
 
 
@@ -198,13 +203,69 @@ def _names(keys, shown: int = 6) -> str:
     return ", ".join(keys[:shown]) + more
 
 
-def _check_fits(model: PreTrainedModel, *, vocab_size: int, max_length: int) -> None:
+def position_limit(model: PreTrainedModel) -> int | None:
+    """Longest input the model's position table takes, or None (no table: rotary, relative).
+
+    RoBERTa-style embeddings (those with a ``padding_idx``) number positions after the padding
+    id, so their limit is ``max_position_embeddings - padding_idx - 1``: 514 rows -> 512.
+    """
+    limit = getattr(model.config, "max_position_embeddings", None)
+    padding_idx = getattr(getattr(model.base_model, "embeddings", None), "padding_idx", None)
+    if limit is not None and padding_idx is not None:
+        limit -= padding_idx + 1
+    return limit
+
+
+def check_fits(model: PreTrainedModel, *, vocab_size: int, max_length: int | None, name: str = "the model") -> None:
+    """``ValueError`` unless ``model`` has an embedding for each of the tokenizer's ``vocab_size``
+    ids and positions for ``max_length`` tokens (None: not checked); the message names both numbers.
+
+    A model with more embeddings than the tokenizer has ids is fine (padded vocabularies).
+    """
     embeddings = model.get_input_embeddings().num_embeddings
     if embeddings < vocab_size:
-        raise ValueError(f"the model has {embeddings} token embeddings but the tokenizer {vocab_size} ids")
-    limit = getattr(model.config, "max_position_embeddings", None)
-    if limit is not None and max_length > limit:
-        raise ValueError(f"max_length {max_length} is over the model's position limit {limit}")
+        raise ValueError(
+            f"{name} has {embeddings:,} token embeddings but the tokenizer {vocab_size:,} ids: the tokenizer is not "
+            "this model's (ids past the embeddings would fail); use the tokenizer saved with the model"
+        )
+    limit = position_limit(model)
+    if max_length is not None and limit is not None and max_length > limit:
+        raise ValueError(
+            f"max_length {max_length} is over the model's position limit {limit} ({name}); give --max-length {limit} or less"
+        )
+
+
+def paired_tokenizer(model: str | Path | None, tokenizer: str | Path | None) -> PreTrainedTokenizerFast:
+    """The tokenizer to train or evaluate ``model`` (a folder, ``minilm`` or None) with.
+
+    ``tokenizer`` when given, else the model's own (the folder's tokenizer files, minilm's),
+    else bert-base-uncased. A given ``tokenizer`` must have the vocabulary of the model's
+    own, entry for entry (:func:`~tokenmask.data.tokenizers.require_same_vocabulary`): the
+    model knows its ids by number, so another vocabulary would quietly feed it other words.
+
+    ``paired_tokenizer("runs/a/model", None)`` -> the tokenizer saved in ``runs/a/model``.
+
+    Raises:
+        ValueError: the two vocabularies differ (naming both); a tokenizer that cannot be loaded.
+    """
+    from tokenmask.data.tokenizers import DEFAULT_TOKENIZER, load_tokenizer, require_same_vocabulary
+
+    own = _own_tokenizer(model)
+    if tokenizer is None:
+        return load_tokenizer(own or DEFAULT_TOKENIZER)
+    chosen = load_tokenizer(tokenizer)
+    if own is not None:
+        require_same_vocabulary(load_tokenizer(own), chosen, f"the tokenizer of {model}", f"tokenizer {tokenizer}")
+    return chosen
+
+
+def _own_tokenizer(model: str | Path | None) -> str | Path | None:
+    """Where ``model``'s own tokenizer is: its folder (when it holds tokenizer files), ``minilm``, or None."""
+    if model is None:
+        return None
+    if not Path(model).is_dir():
+        return MINILM if str(model) == MINILM else None
+    return model if any((Path(model) / name).is_file() for name in _TOKENIZER_FILES) else None
 
 
 # Tensors of the sentence-embedding checkpoint that a masked-LM has no place for.

@@ -19,11 +19,11 @@ from tokenmask.data.corpus import read_texts
 from tokenmask.data.pretrain import PretrainBlocks, build_blocks, corpus_blocks
 from tokenmask.data.resources import shakespeare_scenes
 from tokenmask.data.stream import Shard, epoch_batches
-from tokenmask.data.tokenizers import load_tokenizer
+from tokenmask.data.vocab import require_mask_token
 from tokenmask.train.config import PretrainConfig
 from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, mlm_loss_sum, train
-from tokenmask.train.models import build_model, load_model_with_notes
+from tokenmask.train.models import build_model, load_model_with_notes, paired_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -32,8 +32,15 @@ if TYPE_CHECKING:
 def corpus_texts(config: PretrainConfig) -> Iterable[str]:
     """The documents, streamed: the given corpus or the bundled plays (one per scene)."""
     if config.corpus:
-        return read_texts(config.corpus, unit=config.document_unit, text_field=config.text_field)
+        return read_texts(config.corpus, **_reading(config))
     return shakespeare_scenes()
+
+
+def _reading(config: PretrainConfig) -> dict[str, Any]:
+    """How the corpus is read: the keywords of :func:`~tokenmask.data.corpus.read_documents`."""
+    return dict(
+        unit=config.document_unit, text_field=config.text_field, strict=config.strict, max_line_bytes=config.max_line_bytes
+    )
 
 
 def load_blocks(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -> PretrainBlocks:
@@ -45,7 +52,7 @@ def load_blocks(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -> P
         use_cache=not config.no_cache,
     )
     if config.corpus:
-        return corpus_blocks(config.corpus, tokenizer, unit=config.document_unit, text_field=config.text_field, **settings)
+        return corpus_blocks(config.corpus, tokenizer, **_reading(config), **settings)
     return build_blocks(shakespeare_scenes(), tokenizer, **settings)
 
 
@@ -65,6 +72,11 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Tr
     ``config.resume``, continue from the newest checkpoint: same model, optimizer, schedule,
     data order, masks and dropout state as the uninterrupted run would have had.
 
+    The tokenizer is ``config.tokenizer``, else the ``init`` model's own, else bert-base-uncased;
+    with ``init`` it must have the model's vocabulary. Tokenizer and model are checked (a mask
+    token, an embedding per id, positions for ``max_length``) before the corpus is read; the
+    loop writes to ``output`` only once the job is built, so bad input leaves no half-written run.
+
     Raises:
         ValueError: bad corpus, tokenizer, model or output settings.
     """
@@ -72,16 +84,17 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Tr
 
 
 def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter) -> Job:
-    tokenizer = load_tokenizer(config.tokenizer)
-    blocks = load_blocks(config, tokenizer)
-    reporter.message(blocks.describe())
+    tokenizer = paired_tokenizer(config.init, config.tokenizer)
+    require_mask_token(tokenizer)
+    notes: tuple[str, ...] = ()
     if checkpoint is not None or config.init:
         loaded = load_model_with_notes(checkpoint or config.init, vocab_size=len(tokenizer), max_length=config.max_length)
-        model = loaded.model.train()
-        for note in loaded.notes:
-            reporter.message(note)
+        model, notes = loaded.model.train(), loaded.notes
     else:
         model = build_model(config.preset, vocab_size=len(tokenizer), max_length=config.max_length, pad_token_id=tokenizer.pad_token_id)
+    blocks = load_blocks(config, tokenizer)
+    for line in (blocks.describe(), *notes):
+        reporter.message(line)
     collator = MaskingCollator(tokenizer, seed=config.seed, **config.masking)
     eval_masking = {**config.masking, "mlm_probability": config.eval_mlm_probability}
     eval_collator = MaskingCollator(tokenizer, seed=config.seed + EVAL_SEED_OFFSET, **eval_masking)
