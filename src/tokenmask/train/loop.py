@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.checkpoint import load_state, save_checkpoint
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
+from tokenmask.train.runs import check_output, resume_checkpoint, save_resumable
 
 LossFunction = Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor]
 """``(model, batch) -> summed loss`` (a 0-d tensor with grad) over the batch's targets."""
@@ -47,6 +47,7 @@ class LoopSettings(Protocol):
     max_time: float | None
     eval_every: int
     save_every: int
+    keep_last: int
     resume: bool
     overwrite: bool
     precision: str
@@ -316,25 +317,11 @@ def fitted_horizon(
     return max(1, min(limits))
 
 
-def _check_output(output: Path, config: LoopSettings) -> None:
-    """Refuse to mix two runs in one folder."""
-    holds_run = (output / "run_config.json").exists()
-    if holds_run and not (config.resume or config.overwrite):
-        raise ValueError(f"{output} already holds a run: pass --resume to continue it, or --overwrite")
-    if config.resume and not holds_run:
-        raise ValueError(f"--resume: {output} holds no run to resume")
-    if config.overwrite and holds_run and not config.resume:
-        for stale in ("checkpoints", "model"):
-            shutil.rmtree(output / stale, ignore_errors=True)
-
-
-def latest_checkpoint(output: Path) -> Path | None:
-    """The newest complete checkpoint of a run (partial ones never carry the final name)."""
-    found = sorted((output / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
-    return found[-1] if found else None
-
-
-def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result: TrainResult, keep: int = 2) -> None:
+def _save(
+    output: Path, model, tokenizer, optimizer, schedule: _Schedule, result: TrainResult, *, keep: int = 2,
+    report: Callable[[str], None] = lambda text: None,
+) -> None:
+    """A resumable checkpoint of the run at ``result.steps`` (:func:`~tokenmask.train.runs.save_resumable`)."""
     state = {
         "step": result.steps,
         "tokens": result.tokens,
@@ -342,10 +329,7 @@ def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result
         **schedule.state(),
         "torch_rng": torch.get_rng_state(),
     }
-    save_checkpoint(output / "checkpoints" / f"step-{result.steps}", model, tokenizer, state)
-    found = sorted((output / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
-    for old in found[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    save_resumable(output, model, tokenizer, state, keep_last=keep, report=report)
 
 
 def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: Reporter = QuietReporter()) -> TrainResult:
@@ -360,10 +344,10 @@ def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: R
         ValueError: bad settings or an output folder that holds another run.
     """
     output = Path(config.output)
-    _check_output(output, config)
+    check_output(output, config)
     accelerator = make_accelerator(config)
     torch.manual_seed(config.seed)
-    checkpoint = latest_checkpoint(output) if config.resume else None
+    checkpoint = resume_checkpoint(output, reporter.message) if config.resume else None
     job = build(checkpoint)
     precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
     reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {accelerator.device}, {precision}")
@@ -423,7 +407,7 @@ def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: R
                 evaluate()
                 pace.after_evaluation(schedule, result.steps, result.tokens, time.perf_counter() - start)
             if result.steps % config.save_every == 0:
-                _save(output, accelerator.unwrap_model(model), job.tokenizer, optimizer, schedule, result)
+                _save(output, accelerator.unwrap_model(model), job.tokenizer, optimizer, schedule, result, keep=config.keep_last, report=reporter.message)
             reporter.step(result.steps, schedule.horizon, loss, result.tokens / elapsed)
             if _limit_reached(config, result, elapsed):
                 break
