@@ -337,8 +337,10 @@ def train(config: LoopSettings, build: Callable[[Path | None], Job], reporter: R
 
     The run stops at the first of ``max_steps``, ``max_tokens`` and ``max_time``; the
     learning-rate schedule spans that limit. With ``config.resume``, ``build`` gets the newest
-    checkpoint (to load the model from) and the loop restores the optimizer, schedule, data
-    position and dropout state, so the run continues as if never interrupted.
+    valid checkpoint (to load the model from; None when there is none yet, and the run starts
+    from the beginning: :func:`~tokenmask.train.runs.resume_checkpoint`) and the loop restores
+    the optimizer, schedule, data position and dropout state, so the run continues as if never
+    interrupted.
 
     Raises:
         ValueError: bad settings or an output folder that holds another run.
