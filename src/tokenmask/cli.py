@@ -138,7 +138,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 _PRETRAIN_FLAGS = (
     "preset", "init", "max_length", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
-    "schedule", "max_steps", "max_tokens", "max_time", "eval_every", "eval_blocks", "save_every",
+    "schedule", "max_steps", "max_tokens", "max_time", "eval_every", "eval_blocks", "save_every", "keep_last",
     "validation_share", "dupe_factor", "mlm_probability_end", "eval_mlm_probability", "precision", "cpu",
     "document_unit", "text_field", "strict", "max_line_bytes", "cache_dir", "no_cache", "num_workers", "max_bad_steps",
 )
@@ -237,7 +237,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 _FINETUNE_FLAGS = (
     "model", "task", "text_column", "label_column", "group_by", "validation_share", "max_length", "batch_size",
     "grad_accum", "lr", "weight_decay", "warmup", "schedule", "epochs", "max_steps", "max_time", "max_tokens",
-    "eval_every", "save_every", "patience", "best_metric", "augment_rate", "augment_strategy", "augment_adaptive",
+    "eval_every", "save_every", "keep_last", "patience", "best_metric", "augment_rate", "augment_strategy", "augment_adaptive",
     "seed", "precision", "cpu", "max_bad_steps",
 )
 DEFAULT_FINETUNE_MINUTES = 9.0
@@ -504,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("--output", type=Path, help="output folder (the model ends in OUTPUT/model); required here or in --config")
     pretrain.add_argument("--config", type=Path, help="YAML file of settings (flag names as keys); flags override it")
     pretrain.add_argument("--no-demo", action="store_true", help="skip the fill-mask demo at the end")
-    pretrain.add_argument("--resume", action="store_true", help="continue the run in OUTPUT from its newest checkpoint")
+    pretrain.add_argument("--resume", action="store_true", help="continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)")
     pretrain.add_argument("--overwrite", action="store_true", help="start afresh in an OUTPUT that already holds a run")
     _add_pretrain_arguments(pretrain)
     _add_masking_arguments(pretrain)
@@ -590,7 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
         "while training loss falls, and writes OUTPUT/results.json and a confusion matrix. Without DATA, "
         "fine-tunes on the built-in Rotten Tomatoes snippets (fresh / rotten), validated on held-out movies.",
     )
-    finetune.add_argument("--resume", action="store_true", help="continue the run in OUTPUT from its newest checkpoint")
+    finetune.add_argument("--resume", action="store_true", help="continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)")
     _add_finetune_arguments(finetune)
     finetune.set_defaults(run=_cmd_finetune, parser=finetune)
 

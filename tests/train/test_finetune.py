@@ -175,7 +175,7 @@ class StopAt:
 
 
 def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp_path):
-    common = dict(max_steps=10, save_every=4, eval_every=3, augment_rate=0.2)
+    common = dict(max_steps=10, save_every=4, eval_every=3, augment_rate=0.2, keep_last=1)
     whole = finetune(settings(tiny_mlm_folder, reviews_csv, tmp_path / "whole", **common))
     cut = settings(tiny_mlm_folder, reviews_csv, tmp_path / "cut", **common)
     with pytest.raises(Interrupt):
@@ -183,10 +183,13 @@ def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp
     resumed = finetune(FinetuneConfig(**{**cut.__dict__, "resume": True}))
     losses = [{r["step"]: r["loss"] for r in records_of(tmp_path / run) if "loss" in r} for run in ("whole", "cut")]
     assert losses[0] == losses[1] and len(losses[0]) == 10
+    assert [r["step"] for r in records_of(tmp_path / "cut") if "loss" in r] == list(range(1, 11))  # each step once
     for name, value in whole.model.state_dict().items():
         assert torch.equal(value, resumed.model.state_dict()[name]), name
     assert (resumed.best_step, resumed.best) == (whole.best_step, whole.best)
     assert resumed.final.metrics() == whole.final.metrics()
+    assert sorted(p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()) == ["step-8"]  # --keep-last 1
+    assert load_state(tmp_path / "cut" / "best")["step"] == resumed.best_step  # never pruned
 
 
 def test_a_resumed_tracker_decides_as_the_uninterrupted_one():

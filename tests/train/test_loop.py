@@ -7,9 +7,9 @@ import torch
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
 from tokenmask.cli import main
-from tokenmask.train.checkpoint import load_state
+from tokenmask.train.checkpoint import checkpoint_folders, load_state
 from tokenmask.train.config import PretrainConfig
-from tokenmask.train.loop import backward_step, latest_checkpoint
+from tokenmask.train.loop import backward_step
 from tokenmask.train.pretrain import pretrain
 
 
@@ -86,7 +86,7 @@ def test_pretrain_learns_saves_and_reloads(corpus, tmp_path):
     assert load_state(tmp_path / "run" / "model")["step"] == 12
     checkpoints = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
     assert checkpoints == ["step-12", "step-6"]
-    state = load_state(latest_checkpoint(tmp_path / "run"))  # weights_only: no pickled objects
+    state = load_state(checkpoint_folders(tmp_path / "run" / "checkpoints")[0])  # weights_only: no pickled objects
     assert state["step"] == 12 and "optimizer" in state and state["rng"][0]["cpu"].dtype == torch.uint8
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert sum("loss" in r for r in records) == 12
@@ -121,6 +121,7 @@ def test_cli_pretrain_evaluate_fill(corpus, tmp_path, capsys):
     [
         (["pretrain", "--output", "o", "--max-steps", "0"], "max_steps must be >= 1"),
         (["pretrain", "--output", "o", "--lr", "-1"], "lr must be > 0"),
+        (["pretrain", "--output", "o", "--keep-last", "0"], "keep_last must be >= 1"),
         (["pretrain", "/no/such/corpus", "--output", "o", "--max-steps", "1"], "no such file"),
         (["evaluate", "/no/such/model"], "neither a folder"),
     ],
@@ -164,7 +165,9 @@ def test_resume_continues_with_the_same_masks_and_losses(corpus, tmp_path):
     resumed = pretrain(PretrainConfig(**{**interrupted.__dict__, "resume": True}))
     assert resumed.steps == 10
     expected, got = step_losses(tmp_path / "whole"), step_losses(tmp_path / "cut")
-    assert got == expected  # steps 5-6 were logged twice: the resumed values replace them, equal
+    assert got == expected
+    logged = [json.loads(line) for line in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged if "loss" in r] == list(range(1, 11))  # steps 5-6: dropped on resume, logged again
     assert [e["eval_loss"] for e in resumed.evaluations] == [e["eval_loss"] for e in whole.evaluations if e["step"] > 4]
     for name, value in whole.model.state_dict().items():
         assert torch.equal(value, resumed.model.state_dict()[name]), name

@@ -14,9 +14,10 @@ import torch
 from safetensors.torch import load_file
 from transformers import BertConfig, BertForMaskedLM
 
+from tokenmask.train.checkpoint import newest_valid_checkpoint
 from tokenmask.train.config import PretrainConfig
 from tokenmask.train.interrupt import Interrupted
-from tokenmask.train.loop import Job, NonFiniteSteps, latest_checkpoint, mlm_loss_sum, train
+from tokenmask.train.loop import Job, NonFiniteSteps, mlm_loss_sum, train
 
 
 def make_batch(step):
@@ -73,7 +74,7 @@ def test_a_non_finite_step_is_skipped_and_logged(tmp_path):
     steps = records(tmp_path)
     assert [r["step"] for r in steps if "skipped" in r] == [3]
     assert all(torch.isfinite(p).all() for p in result.model.parameters())
-    state = torch.load(latest_checkpoint(tmp_path / "run") / "training_state.pt", weights_only=True)
+    state = torch.load(newest_valid_checkpoint(tmp_path / "run" / "checkpoints") / "training_state.pt", weights_only=True)
     counts = {int(s["step"]) for s in state["optimizer"]["state"].values()}
     assert counts == {5}  # six steps, one without an update
 
@@ -145,3 +146,22 @@ def test_sigterm_through_the_command_line_exits_143_and_resumes_exactly(corpus, 
     expected = load_file(whole / "model" / "model.safetensors")
     for name, tensor in load_file(cut / "model" / "model.safetensors").items():
         assert torch.equal(tensor, expected[name]), name
+
+
+def test_resuming_a_finished_run_trains_nothing_more(tmp_path):
+    done = settings(tmp_path, max_steps=4, save_every=2)
+    train(done, lambda checkpoint, shard: nan_job(()))
+    before = (tmp_path / "run" / "metrics.jsonl").read_text()
+    messages = []
+
+    class Messages:
+        def message(self, text):
+            messages.append(text)
+
+        def step(self, *args):
+            raise AssertionError("no step may run")
+
+    again = train(replace(done, resume=True), lambda checkpoint, shard: nan_job((), checkpoint), Messages())
+    assert again.steps == 4
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == before
+    assert "the run had reached its limit at step 4: nothing to train" in messages

@@ -1,14 +1,21 @@
-"""Checkpoints: a Hugging Face model folder plus the training state, written atomically.
+"""Checkpoints: a Hugging Face model folder plus the training state, written atomically and verifiable.
 
-The folder is written under a temporary name and renamed into place, so a crash never leaves
-a half-written checkpoint that looks whole. The training state holds tensors and plain
-numbers only and loads with ``torch.load(weights_only=True)``.
+The folder is written under a temporary name (``.NAME.partial-PID``), every file is fsynced,
+a ``manifest.json`` with the size and SHA-256 of every file is written last, and only then is
+the folder renamed into place (and its parent fsynced). So a crash never leaves a half-written
+checkpoint that looks whole, and a checkpoint damaged later (a truncated copy, a flipped bit)
+fails :func:`verify_checkpoint`. The training state holds tensors and plain numbers only and
+loads with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import pickle
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +23,13 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 STATE_FILE = "training_state.pt"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = 1
+"""``manifest.json``: ``{"format": 1, "files": {"model.safetensors": {"bytes": 17544, "sha256": "9f2c…"}, …}}``."""
+
+
+class InvalidCheckpoint(ValueError):
+    """A checkpoint folder that fails :func:`verify_checkpoint`; the message says why, without the path."""
 
 
 def save_checkpoint(
@@ -24,9 +38,9 @@ def save_checkpoint(
     tokenizer: PreTrainedTokenizerBase,
     state: dict[str, Any],
 ) -> Path:
-    """Write ``model`` (safetensors), ``tokenizer`` and ``state`` to ``folder``, atomically.
+    """Write ``model`` (safetensors), ``tokenizer``, ``state`` and a manifest to ``folder``, atomically.
 
-    An existing ``folder`` is replaced only once the new one is complete.
+    An existing ``folder`` is replaced only once the new one is complete and on disk.
     """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -35,14 +49,172 @@ def save_checkpoint(
     model.save_pretrained(temporary, safe_serialization=True)
     tokenizer.save_pretrained(temporary)
     torch.save(state, temporary / STATE_FILE)
+    _write_manifest(temporary)
     previous = folder.parent / f".{folder.name}.previous-{os.getpid()}"
     if folder.exists():
         folder.rename(previous)
     temporary.rename(folder)
+    _fsync_folder(folder.parent)
     shutil.rmtree(previous, ignore_errors=True)
     return folder
 
 
 def load_state(folder: Path) -> dict[str, Any]:
-    """The training state of a checkpoint, without unpickling arbitrary objects."""
-    return torch.load(Path(folder) / STATE_FILE, map_location="cpu", weights_only=True)
+    """The training state of a checkpoint, without unpickling arbitrary objects.
+
+    Raises:
+        ValueError: the file holds pickled objects other than tensors and plain values (refused
+            by ``weights_only=True``), or is no readable torch file.
+    """
+    path = Path(folder) / STATE_FILE
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        detail = " ".join(line for line in lines[1:] if not line.startswith(_TORCH_BOILERPLATE)) or type(error).__name__
+        if "GLOBAL" in detail:  # torch names the class or function it would have had to import
+            raise ValueError(
+                f"{path}: refused to load: it holds pickled objects other than tensors and plain values "
+                f"(weights_only=True: {detail})"
+            ) from None
+        raise ValueError(f"{path}: not a readable torch file ({detail})") from None
+    except (RuntimeError, EOFError) as error:
+        raise ValueError(f"{path}: not a readable torch file ({str(error) or type(error).__name__})") from None
+
+
+_TORCH_BOILERPLATE = ("Check the documentation", "Please file an issue")
+"""Lines of torch's weights-only error that say nothing about the file."""
+
+
+def verify_checkpoint(folder: Path) -> dict[str, Any]:
+    """Check a checkpoint folder against its manifest and load its training state.
+
+    Valid means: ``manifest.json`` is there and readable, lists ``training_state.pt``, every
+    listed file exists with the listed size and SHA-256, and the training state loads with
+    ``weights_only=True``. A folder without a manifest (incomplete, or written before tokenmask
+    kept manifests) is invalid. Files the manifest does not list are ignored.
+
+    Returns:
+        The training state (``{"step": 40, "tokens": 5120, "optimizer": {...}, ...}``).
+
+    Raises:
+        InvalidCheckpoint: the first problem found, e.g. ``model.safetensors is truncated
+            (12,345 of 67,890 bytes)``.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InvalidCheckpoint("not a folder")
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+        files = manifest["files"]
+        sizes = {name: int(entry["bytes"]) for name, entry in files.items()}
+        digests = {name: str(entry["sha256"]) for name, entry in files.items()}
+    except FileNotFoundError:
+        raise InvalidCheckpoint(f"no {MANIFEST_FILE} (incomplete, or written by a tokenmask without manifests)") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InvalidCheckpoint(f"{MANIFEST_FILE} is unreadable ({type(error).__name__}: {error})") from None
+    if STATE_FILE not in files:
+        raise InvalidCheckpoint(f"{MANIFEST_FILE} lists no {STATE_FILE}")
+    for name in sorted(files):
+        path = folder / name
+        if not path.is_file():
+            raise InvalidCheckpoint(f"{name} is missing")
+        size, expected = path.stat().st_size, sizes[name]
+        if size < expected:
+            raise InvalidCheckpoint(f"{name} is truncated ({size:,} of {expected:,} bytes)")
+        if size > expected:
+            raise InvalidCheckpoint(f"{name} has {size:,} bytes, {expected:,} expected")
+        if _sha256(path) != digests[name]:
+            raise InvalidCheckpoint(f"{name} is corrupted (its SHA-256 differs from the manifest)")
+    try:
+        return load_state(folder)
+    except ValueError as error:
+        raise InvalidCheckpoint(str(error).replace(f"{folder / STATE_FILE}: ", f"{STATE_FILE}: ")) from None
+
+
+def checkpoint_folders(folder: Path) -> list[Path]:
+    """The ``step-N`` folders in ``folder``, newest (highest N) first; other names are not checkpoints.
+
+    ``step-6, step-12, .step-18.partial-77, notes`` -> ``[step-12, step-6]``.
+    """
+    found = []
+    for path in Path(folder).glob("step-*"):
+        number = path.name[len("step-") :]
+        if number.isdigit() and path.is_dir():
+            found.append((int(number), path))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def newest_valid_checkpoint(folder: Path, *, report: Callable[[str], None] = lambda text: None) -> Path | None:
+    """The newest ``step-N`` in ``folder`` that passes :func:`verify_checkpoint`, or None.
+
+    Each newer one that fails is reported, e.g. ``skipping checkpoints/step-40: model.safetensors
+    is truncated (12,345 of 67,890 bytes)``.
+    """
+    for path in checkpoint_folders(folder):
+        try:
+            verify_checkpoint(path)
+        except InvalidCheckpoint as error:
+            report(f"skipping {path.parent.name}/{path.name}: {error}")
+            continue
+        return path
+    return None
+
+
+def remove_leftovers(folder: Path) -> list[str]:
+    """Clean up after a run killed while :func:`save_checkpoint` wrote into ``folder``.
+
+    Temporary folders (``.NAME.partial-PID``) are removed. A replaced folder
+    (``.NAME.previous-PID``) is renamed back to ``NAME`` if the kill came between the two
+    renames (``NAME`` is missing), and removed otherwise. Returns what was removed or restored.
+    """
+    folder = Path(folder)
+    done = []
+    for path in sorted(folder.glob(".*.partial-*")) + sorted(folder.glob(".*.previous-*")):
+        if not path.is_dir():
+            continue
+        name, _, kind = path.name[1:].rpartition(".")
+        if kind.startswith("previous-") and not (folder / name).exists():
+            path.rename(folder / name)
+            done.append(f"{path.name} (restored as {name})")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            done.append(path.name)
+    return done
+
+
+def _write_manifest(folder: Path) -> None:
+    """fsync every file of ``folder``, then write and fsync the manifest of their sizes and hashes, then the folder."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        with path.open("rb") as handle:
+            os.fsync(handle.fileno())
+        files[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    with (folder / MANIFEST_FILE).open("w", encoding="utf-8") as handle:
+        json.dump({"format": MANIFEST_FORMAT, "files": files}, handle, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+    for sub in sorted({p.parent for p in folder.rglob("*")} | {folder}):
+        _fsync_folder(sub)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the entries of ``folder`` (new files, renames) durable; a no-op where folders cannot be opened."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. Windows
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -66,8 +66,11 @@ class PretrainConfig:
     max_tokens: int | None = field(default=None, metadata=_doc("stop after this many training tokens"))
     eval_every: int = field(default=250, metadata=_doc("evaluate (at fixed masks) every N steps"))
     eval_blocks: int = field(default=128, metadata=_doc("validation blocks used per evaluation"))
-    save_every: int = field(default=500, metadata=_doc("write a resumable checkpoint every N steps (the last 2 are kept)"))
-    resume: bool = field(default=False, metadata=_doc("continue the run in OUTPUT from its newest checkpoint"))
+    save_every: int = field(default=500, metadata=_doc("write a resumable checkpoint every N steps to OUTPUT/checkpoints/step-N"))
+    keep_last: int = field(
+        default=2, metadata=_doc("keep the N newest valid checkpoints; older ones are removed once a new one is written and verified")
+    )
+    resume: bool = field(default=False, metadata=_doc("continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)"))
     overwrite: bool = field(default=False, metadata=_doc("start afresh in an OUTPUT that already holds a run"))
     validation_share: float = field(default=DEFAULT_VALIDATION_SHARE, metadata=_doc("share of documents held out"))
     seed: int = field(default=0, metadata=_doc("random seed (model init, order, masks)"))
@@ -95,7 +98,7 @@ class PretrainConfig:
     masking: dict[str, Any] = field(default_factory=dict, metadata=_doc("MaskingCollator keyword arguments"))
 
     def __post_init__(self) -> None:
-        positive = ("max_length", "batch_size", "grad_accum", "eval_every", "eval_blocks", "save_every", "max_bad_steps")
+        positive = ("max_length", "batch_size", "grad_accum", "eval_every", "eval_blocks", "save_every", "keep_last", "max_bad_steps")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
@@ -182,7 +185,10 @@ class FinetuneConfig:
     max_time: float | None = field(default=None, metadata=_doc("stop after this many minutes"))
     max_tokens: int | None = field(default=None, metadata=_doc("stop after this many training tokens"))
     eval_every: int = field(default=150, metadata=_doc("evaluate on the validation examples every N steps (and at the start and end)"))
-    save_every: int = field(default=500, metadata=_doc("write a resumable checkpoint every N steps (the last 2 are kept)"))
+    save_every: int = field(default=500, metadata=_doc("write a resumable checkpoint every N steps to OUTPUT/checkpoints/step-N"))
+    keep_last: int = field(
+        default=2, metadata=_doc("keep the N newest valid checkpoints (OUTPUT/best is never removed); older ones go once a new one is verified")
+    )
     patience: int = field(
         default=3, metadata=_doc("warn when validation loss rose while training loss fell this many evaluations in a row")
     )
@@ -195,7 +201,7 @@ class FinetuneConfig:
         default=False, metadata=_doc("halve the augmentation rate each time the divergence warning fires (off below 0.01)")
     )
     seed: int = field(default=0, metadata=_doc("random seed (head init, order, augmentation masks, dropout)"))
-    resume: bool = field(default=False, metadata=_doc("continue the run in OUTPUT from its newest checkpoint"))
+    resume: bool = field(default=False, metadata=_doc("continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)"))
     overwrite: bool = field(default=False, metadata=_doc("start afresh in an OUTPUT that already holds a run"))
     precision: Literal["auto", "fp32", "bf16"] = field(
         default="auto", metadata=_doc("auto = bf16 autocast where the hardware has it, else fp32")
@@ -211,7 +217,7 @@ class FinetuneConfig:
         return self.best_metric or FINETUNE_METRICS[self.task][0]
 
     def __post_init__(self) -> None:
-        for name in ("max_length", "batch_size", "grad_accum", "eval_every", "save_every", "patience", "max_bad_steps"):
+        for name in ("max_length", "batch_size", "grad_accum", "eval_every", "save_every", "keep_last", "patience", "max_bad_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
         if self.max_length < 8:

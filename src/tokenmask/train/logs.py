@@ -68,6 +68,36 @@ def read_metrics(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def truncate_metrics(folder: Path, step: int) -> int:
+    """Keep only the records of ``folder/metrics.jsonl`` up to ``step``: resuming from a checkpoint.
+
+    A killed run logged the steps after its last checkpoint (and maybe half a line); the
+    resumed run trains and logs them again, so they would appear twice. The file is replaced
+    atomically. Returns how many records (or broken lines) were dropped.
+    """
+    path = Path(folder) / METRICS_FILE
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # the half-written last line of a killed run
+            dropped += 1
+            continue
+        if isinstance(record, dict) and record.get("step", 0) <= step:
+            kept.append(line)
+        else:
+            dropped += 1
+    if dropped:
+        temporary = path.with_name(f".{path.name}.partial")
+        temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        temporary.replace(path)
+    return dropped
+
+
 def plot_metrics(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
     """Save training loss, evaluation loss and masked-token accuracy against step as a PNG.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -26,11 +25,12 @@ from accelerate.state import AcceleratorState
 
 from tokenmask.data.stream import Shard, epoch_batches
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.train.checkpoint import load_state, save_checkpoint
+from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_checkpoint
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
 from tokenmask.train.parallel import LossModule, gathered_rng_states, restore_rng_state, summed
+from tokenmask.train.runs import CHECKPOINTS, check_output, clear_old_run, resume_checkpoint, save_resumable
 
 __all__ = ["Job", "NonFiniteSteps", "TrainResult", "backward_step", "epoch_batches", "train"]
 
@@ -54,11 +54,13 @@ class LoopSettings(Protocol):
     max_time: float | None
     eval_every: int
     save_every: int
+    keep_last: int
     resume: bool
     overwrite: bool
     precision: str
     cpu: bool
     max_bad_steps: int
+    keep_last: int
 
 
 class Reporter(Protocol):
@@ -325,25 +327,11 @@ def fitted_horizon(
     return max(1, min(limits))
 
 
-def _check_output(output: Path, config: LoopSettings) -> None:
-    """Refuse to mix two runs in one folder."""
-    holds_run = (output / "run_config.json").exists()
-    if holds_run and not (config.resume or config.overwrite):
-        raise ValueError(f"{output} already holds a run: pass --resume to continue it, or --overwrite")
-    if config.resume and not holds_run:
-        raise ValueError(f"--resume: {output} holds no run to resume")
-    if config.overwrite and holds_run and not config.resume:
-        for stale in ("checkpoints", "model"):
-            shutil.rmtree(output / stale, ignore_errors=True)
-
-
-def latest_checkpoint(output: Path) -> Path | None:
-    """The newest complete checkpoint of a run (partial ones never carry the final name)."""
-    found = sorted((output / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
-    return found[-1] if found else None
-
-
-def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result: TrainResult, rng, keep: int = 2) -> None:
+def _save(
+    output: Path, model, tokenizer, optimizer, schedule: _Schedule, result: TrainResult, rng: list[dict[str, Any]], *,
+    keep: int = 2, report: Callable[[str], None] = lambda text: None,
+) -> None:
+    """A resumable checkpoint of the run at ``result.steps`` (:func:`~tokenmask.train.runs.save_resumable`)."""
     state = {
         "step": result.steps,
         "tokens": result.tokens,
@@ -351,10 +339,7 @@ def _save(output: Path, model, tokenizer, optimizer, schedule: _Schedule, result
         **schedule.state(),
         "rng": rng,
     }
-    save_checkpoint(output / "checkpoints" / f"step-{result.steps}", model, tokenizer, state)
-    found = sorted((output / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
-    for old in found[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    save_resumable(output, model, tokenizer, state, keep_last=keep, report=report)
 
 
 def train(
@@ -364,8 +349,10 @@ def train(
 
     The run stops at the first of ``max_steps``, ``max_tokens`` and ``max_time``; the
     learning-rate schedule spans that limit. With ``config.resume``, ``build`` gets the newest
-    checkpoint (to load the model from) and the loop restores the optimizer, schedule, data
-    position and dropout state, so the run continues as if never interrupted.
+    valid checkpoint (to load the model from; None when there is none yet, and the run starts
+    from the beginning: :func:`~tokenmask.train.runs.resume_checkpoint`) and the loop restores
+    the optimizer, schedule, data position and dropout state, so the run continues as if never
+    interrupted.
 
     Under ``accelerate launch`` / ``torchrun`` every process runs this; ``shard`` tells the job
     which slice of each global batch is its own. Only the main process reports, logs and
@@ -382,13 +369,14 @@ def train(
     accelerator = make_accelerator(config)
     shard = Shard(accelerator.process_index, accelerator.num_processes)
     reporter = reporter if shard.is_main else QuietReporter()
-    _check_output(output, config)
-    accelerator.wait_for_everyone()  # nobody builds before stale checkpoints are gone
+    check_output(output, config)
     torch.manual_seed(config.seed)
-    checkpoint = latest_checkpoint(output) if config.resume else None
-    with accelerator.main_process_first():  # the main process fills the block cache, the others read it
+    with accelerator.main_process_first():  # the main process cleans up after a kill and fills the block cache first
+        checkpoint = resume_checkpoint(output, reporter.message) if config.resume else None
         job = build(checkpoint, shard)
     job.model.train()  # from_pretrained gives a model in evaluation mode: no dropout, unlike a fresh one
+    if config.overwrite and not config.resume and shard.is_main:
+        clear_old_run(output)  # only now that the new run's input proved good
     precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
     place = f"{shard.world} processes ({accelerator.distributed_type.value}), " if shard.world > 1 else ""
     reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}")
@@ -433,7 +421,7 @@ def train(
     def save() -> Path:
         rng = gathered_rng_states(accelerator)  # a collective: every process takes part
         if shard.is_main:
-            _save(output, model, job.tokenizer, optimizer, schedule, result, rng)
+            _save(output, model, job.tokenizer, optimizer, schedule, result, rng, keep=config.keep_last, report=reporter.message)
         return output / "checkpoints" / f"step-{result.steps}"
 
     def main_clock(*also: float) -> tuple[float, ...]:
@@ -442,12 +430,12 @@ def train(
 
     batches = job.batches(result.steps * config.grad_accum)
     start = time.perf_counter()
-    bad_in_a_row = 0
+    bad_in_a_row, elapsed, first_step = 0, 0.0, result.steps
     try:
         with StopSignals() as signals:
             if checkpoint is None:
                 evaluate()
-            while True:
+            while not _limit_reached(config, result, elapsed):  # a resumed run may have reached it already
                 extra = job.before_step(result.steps, schedule.horizon if schedule.fitted else None)
                 fetching = time.perf_counter()
                 micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
@@ -489,9 +477,9 @@ def train(
                 if result.steps % config.save_every == 0 and not bad_in_a_row:  # keep the last good one last
                     save()
                 reporter.step(result.steps, schedule.horizon, loss, result.tokens / elapsed)
-                if _limit_reached(config, result, elapsed):
-                    break
-            if not result.evaluations or result.evaluations[-1]["step"] != result.steps:
+            if result.steps == first_step and checkpoint is not None:
+                reporter.message(f"the run had reached its limit at step {result.steps:,}: nothing to train")
+            elif not result.evaluations or result.evaluations[-1]["step"] != result.steps:
                 evaluate()
     finally:
         log.close()
@@ -513,7 +501,7 @@ def _forward(wrapped: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.
 
 
 def _non_finite_message(config: LoopSettings, output: Path, step: int) -> str:
-    kept = latest_checkpoint(output)
+    kept = newest_valid_checkpoint(output / CHECKPOINTS)
     where = f"the last good checkpoint is {kept}" if kept is not None else "no checkpoint was written"
     return (
         f"stopped at step {step:,}: {config.max_bad_steps} steps in a row had a NaN or infinite loss or gradient "

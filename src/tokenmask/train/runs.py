@@ -1,0 +1,132 @@
+"""A run's output folder: one run per folder, where a resumed run starts, which checkpoints are kept.
+
+:mod:`tokenmask.train.checkpoint` writes and verifies one checkpoint folder; this module
+manages a run's ``OUTPUT/checkpoints/step-N`` folders for the loop (:mod:`tokenmask.train.loop`):
+refusing to mix two runs, picking the newest *valid* checkpoint to resume from (skipping
+damaged ones, cleaning up after a kill, trimming the metrics log), and pruning old checkpoints
+only once a new one is on disk and verified.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from tokenmask.train.checkpoint import (
+    InvalidCheckpoint,
+    checkpoint_folders,
+    load_state,
+    newest_valid_checkpoint,
+    remove_leftovers,
+    save_checkpoint,
+    verify_checkpoint,
+)
+from tokenmask.train.logs import METRICS_FILE, truncate_metrics
+
+CHECKPOINTS = "checkpoints"
+RUN_CONFIG = "run_config.json"
+
+
+class OutputSettings(Protocol):
+    resume: bool
+    overwrite: bool
+
+
+def check_output(output: Path, config: OutputSettings) -> None:
+    """Refuse to mix two runs in one folder (nothing is changed: see :func:`clear_old_run`).
+
+    ``resume`` on a folder without a run is allowed (:func:`resume_checkpoint` then starts from
+    the beginning), so a preemption script can always pass ``--resume``.
+
+    Raises:
+        ValueError: ``output`` holds a run and neither ``resume`` nor ``overwrite`` is set.
+    """
+    holds_run = (output / RUN_CONFIG).exists()
+    if holds_run and not (config.resume or config.overwrite):
+        raise ValueError(f"{output} already holds a run: pass --resume to continue it, or --overwrite")
+
+
+def clear_old_run(output: Path) -> None:
+    """``--overwrite``: remove the previous run's checkpoints and model. The loop calls it once the
+    new run's data and model are built, so a run refused for bad input destroys nothing."""
+    for stale in (CHECKPOINTS, "model"):
+        shutil.rmtree(output / stale, ignore_errors=True)
+
+
+def resume_checkpoint(output: Path, report: Callable[[str], None] = lambda text: None) -> Path | None:
+    """Where a resumed run continues: the newest valid checkpoint in ``output``, or None to start afresh.
+
+    Cleans up the temporary folders of a run killed while saving, skips (and reports) damaged
+    checkpoints, and drops the records after the checkpoint's step from ``metrics.jsonl`` (the
+    resumed run logs them again). Without any checkpoint (a run killed before its first one, or
+    no run at all) it reports that the run starts from the beginning and returns None.
+
+    Raises:
+        ValueError: there are checkpoints but none is valid; the message gives each one's
+            reason. Starting afresh would silently throw the run away, so ``--overwrite`` must
+            say so.
+    """
+    folder = output / CHECKPOINTS
+    for where in (folder, output):
+        for name in remove_leftovers(where) if where.is_dir() else []:
+            report(f"removed {where.name}/{name}: unfinished, left by a killed run")
+    reasons: list[str] = []
+
+    def skip(text: str) -> None:
+        reasons.append(text)
+        report(text)
+
+    checkpoint = newest_valid_checkpoint(folder, report=skip)
+    if checkpoint is None and reasons:
+        raise ValueError(f"--resume: no valid checkpoint in {folder} ({'; '.join(reasons)}); pass --overwrite to start afresh")
+    if checkpoint is None:
+        report(f"--resume: {output} holds no checkpoint yet: starting from the beginning")
+        return None
+    step = int(load_state(checkpoint)["step"])
+    dropped = truncate_metrics(output, step)
+    if dropped:
+        report(f"dropped {dropped} record{'s' * (dropped != 1)} after step {step} from {METRICS_FILE} (they are trained again)")
+    return checkpoint
+
+
+def save_resumable(
+    output: Path,
+    model: Any,
+    tokenizer: Any,
+    state: dict[str, Any],
+    *,
+    keep_last: int = 2,
+    report: Callable[[str], None] = lambda text: None,
+) -> Path:
+    """Write ``OUTPUT/checkpoints/step-N`` (N = ``state["step"]``), verify it, then keep the ``keep_last`` newest valid ones.
+
+    Pruning runs only once the new checkpoint verifies, so it never removes the only good
+    checkpoint; damaged ones never count among those kept (and are removed). A new checkpoint
+    that fails verification is reported and nothing is removed. Other folders of ``OUTPUT``
+    (``model``, fine-tuning's ``best``) are never touched.
+    """
+    folder = save_checkpoint(output / CHECKPOINTS / f"step-{state['step']}", model, tokenizer, state)
+    try:
+        verify_checkpoint(folder)
+    except InvalidCheckpoint as error:
+        report(f"warning: the new checkpoint {CHECKPOINTS}/{folder.name} does not verify ({error}); no checkpoint removed")
+        return folder
+    kept = [folder]
+    for path in checkpoint_folders(folder.parent):
+        if path == folder:
+            continue
+        if len(kept) < keep_last and _is_valid(path):
+            kept.append(path)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    return folder
+
+
+def _is_valid(folder: Path) -> bool:
+    try:
+        verify_checkpoint(folder)
+    except InvalidCheckpoint:
+        return False
+    return True
