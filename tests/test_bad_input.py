@@ -276,6 +276,21 @@ def test_an_output_that_holds_a_run_is_left_untouched(tmp_path, capsys):
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
+def test_overwrite_with_bad_input_destroys_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "model").mkdir(parents=True)
+    (out / "checkpoints" / "step-5").mkdir(parents=True)
+    (out / "run_config.json").write_text('{"steps": 7}', encoding="utf-8")
+    (out / "model" / "model.safetensors").write_bytes(b"weights of the earlier run")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    code, _, err = run([*pretrain(tmp_path, empty), "--overwrite"], capsys)
+    assert code == 2 and "holds no text for training" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert (out / "checkpoints" / "step-5").is_dir()
+
+
 # ---- repaired, counted, and trained on --------------------------------------------------------------
 
 
