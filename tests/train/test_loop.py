@@ -280,7 +280,7 @@ def test_plot_without_records_is_skipped(tmp_path):
 
 
 def test_bf16_autocast_runs_close_to_fp32(corpus, tmp_path):
-    from tokenmask.train.loop import resolve_precision
+    from tokenmask.train.parallel import resolve_precision
 
     assert resolve_precision("fp32", torch.device("cpu")) == "fp32"
     native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
@@ -324,9 +324,9 @@ def test_cli_pretrain_on_a_csv_column_and_a_missing_column(lines, tmp_path, caps
 
 
 def test_schedule_fitted_late_continues_its_warmup_ramp_without_a_drop():
-    from tokenmask.train.loop import _Schedule
+    from tokenmask.train.schedule import Schedule
 
-    schedule = _Schedule(PretrainConfig(output="unused", max_time=1.0, warmup=0.1))
+    schedule = Schedule(PretrainConfig(output="unused", max_time=1.0, warmup=0.1))
     early = [schedule(step) for step in range(20)]  # provisional 100-step ramp: (step + 1) / 100
     assert early == pytest.approx([(s + 1) / 100 for s in range(20)])
     schedule.fit(1000, 20)  # warm-up becomes 100 steps of 1000; the ramp goes on from 0.21
@@ -338,10 +338,10 @@ def test_schedule_fitted_late_continues_its_warmup_ramp_without_a_drop():
 
 
 def test_time_fit_is_refined_at_each_evaluation():
-    from tokenmask.train.loop import _Pace, _Schedule
+    from tokenmask.train.schedule import Pace, Schedule
 
     config = PretrainConfig(output="unused", max_time=1.0)  # 60 s
-    schedule, pace = _Schedule(config), _Pace(config, 0)
+    schedule, pace = Schedule(config), Pace(config, 0)
     pace.after_step(schedule, 10, 1000, 10.0, 10.0)
     pace.after_step(schedule, 20, 2000, 19.5, 19.5)  # 0.95 s per step over steps 11-20
     assert schedule.horizon == 20 + int((60 - 19.5) / (0.95 / 0.95))  # 5% kept for evaluations: 60

@@ -21,18 +21,18 @@ from typing import Any, Protocol
 
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState
 
-from tokenmask.data.stream import Shard, epoch_batches
+from tokenmask.data.stream import Shard
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_checkpoint
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
-from tokenmask.train.parallel import LossModule, gathered_rng_states, restore_rng_state, summed
+from tokenmask.train.parallel import LossModule, gathered_rng_states, make_accelerator, restore_rng_state, summed
 from tokenmask.train.runs import CHECKPOINTS, check_output, clear_old_run, resume_checkpoint, save_resumable
+from tokenmask.train.schedule import Pace, Schedule
 
-__all__ = ["Job", "NonFiniteSteps", "TrainResult", "backward_step", "epoch_batches", "train"]
+__all__ = ["Job", "NonFiniteSteps", "TrainResult", "backward_step", "train"]
 
 LossFunction = Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor]
 """``(model, batch) -> summed loss`` (a 0-d tensor with grad) over the batch's targets."""
@@ -135,83 +135,6 @@ def _optimizer(model: torch.nn.Module, config: LoopSettings) -> torch.optim.Opti
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.98), eps=1e-6, fused=fused)
 
 
-class _Schedule:
-    """Warm-up then linear or cosine decay over ``horizon`` optimizer steps.
-
-    With only ``max_steps``, the horizon is known from the start. With a token or time limit
-    it is unknown until :meth:`fit` (a 100-step provisional warm-up runs meanwhile); the first
-    fit fixes the warm-up length and continues the ramp from where it is, so the learning rate
-    never jumps; later fits (time limits: at each evaluation) move only the decay's end.
-    Everything needed to continue is in :meth:`state`.
-    """
-
-    def __init__(self, config: LoopSettings) -> None:
-        self.config, self.horizon = config, config.max_steps
-        self.fitted = config.max_tokens is None and config.max_time is None
-        self.warmup_steps = max(1, int(config.warmup * self.horizon)) if self.fitted and self.horizon else None
-        self.ramp_start = (0, 0.0)  # (step, multiplier) where the warm-up ramp (re)starts
-
-    def fit(self, horizon: int, step: int) -> None:
-        if self.warmup_steps is None:
-            self.ramp_start = (step, self(step))
-            self.warmup_steps = max(step + 1, int(self.config.warmup * horizon))
-        self.horizon, self.fitted = horizon, True
-
-    def state(self) -> dict[str, Any]:
-        return {"horizon": self.horizon or 0, "horizon_fitted": self.fitted, "warmup_steps": self.warmup_steps or 0,
-                "ramp_start": list(self.ramp_start)}  # fmt: skip
-
-    def load(self, state: dict[str, Any]) -> None:
-        self.horizon = state["horizon"] or self.horizon
-        self.fitted = bool(state.get("horizon_fitted", True))
-        self.warmup_steps = state.get("warmup_steps") or self.warmup_steps
-        self.ramp_start = tuple(state.get("ramp_start", (0, 0.0)))
-
-    def __call__(self, step: int) -> float:
-        warmup = self.warmup_steps or 100
-        if step < warmup:
-            first, level = self.ramp_start
-            return level + (1 - level) * (step + 1 - first) / max(1, warmup - first)
-        horizon = self.horizon or 10**9
-        progress = min(1.0, (step - warmup) / max(1, horizon - warmup))
-        if self.config.schedule == "cosine":
-            return 0.5 * (1 + math.cos(math.pi * progress))
-        return max(0.0, 1.0 - progress)
-
-
-class _Pace:
-    """Fits the schedule's horizon to the run's limits as the pace becomes known.
-
-    Token limit: after step 1. Time limit: at step 20 from the training time of steps 11-20
-    (the first ones are slower), 5% spared for evaluations; then again after every evaluation
-    from the wall-clock pace since the previous fit, so the decay ends when the time does.
-    """
-
-    def __init__(self, config: LoopSettings, steps: int) -> None:
-        self.config = config
-        self.ten_steps_in = 0.0
-        self.mark = (steps, 0.0)  # (steps, elapsed) at the last fit
-
-    def after_step(self, schedule: _Schedule, steps: int, tokens: int, elapsed: float, training: float) -> None:
-        if schedule.fitted:
-            return
-        if steps == 10:
-            self.ten_steps_in = training
-        if self.config.max_time is None:
-            schedule.fit(fitted_horizon(self.config, steps, tokens), steps)
-        elif steps == 20:
-            pace = (training - self.ten_steps_in) / 10 / 0.95
-            schedule.fit(fitted_horizon(self.config, steps, tokens, pace, self.config.max_time * 60 - elapsed), steps)
-            self.mark = (steps, elapsed)
-
-    def after_evaluation(self, schedule: _Schedule, steps: int, tokens: int, elapsed: float) -> None:
-        if self.config.max_time is None or not schedule.fitted or steps <= self.mark[0]:
-            return
-        pace = (elapsed - self.mark[1]) / (steps - self.mark[0])
-        schedule.fit(fitted_horizon(self.config, steps, tokens, pace, self.config.max_time * 60 - elapsed), steps)
-        self.mark = (steps, elapsed)
-
-
 def backward_step(
     model: torch.nn.Module,
     micro_batches: list[dict[str, torch.Tensor]],
@@ -266,69 +189,8 @@ class NonFiniteSteps(ValueError):
     """``max_bad_steps`` optimizer steps in a row had a NaN or infinite loss or gradient."""
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """'auto' -> 'bf16' where the hardware computes in bf16 natively, else 'fp32'.
-
-    On CPUs without AMX or AVX512-BF16, bf16 autocast is emulated and slower than fp32.
-    """
-    if precision != "auto":
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    if device.type == "cpu":
-        native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
-        return "bf16" if native else "fp32"
-    return "fp32"
-
-
-def make_accelerator(config: LoopSettings) -> Accelerator:
-    """An Accelerator for this run (one per run: the process-wide state is reset first).
-
-    Raises:
-        ValueError: a launch this loop cannot train correctly: FSDP or DeepSpeed (not supported
-            yet), or processes that Accelerate did not join into one group.
-    """
-    AcceleratorState._reset_state()
-    device = torch.device("cuda") if torch.cuda.is_available() and not config.cpu else torch.device("cpu")
-    precision = resolve_precision(config.precision, device)
-    accelerator = Accelerator(cpu=config.cpu, mixed_precision="bf16" if precision == "bf16" else "no")
-    kind = accelerator.distributed_type.value
-    if kind in ("FSDP", "DEEPSPEED"):
-        raise ValueError(f"{kind} is not supported yet: launch plain data parallelism (accelerate launch --multi_gpu, or torchrun)")
-    launched = Shard.from_environment().world
-    if launched != accelerator.num_processes:
-        raise ValueError(
-            f"launched as {launched} processes, but Accelerate set up {accelerator.num_processes} "
-            f"({kind}): with accelerate launch, FSDP and DeepSpeed need GPUs; on CPUs use --multi_cpu or torchrun"
-        )
-    return accelerator
-
-
-def fitted_horizon(
-    config: LoopSettings,
-    steps: int,
-    tokens: int,
-    seconds_per_step: float | None = None,
-    seconds_left: float | None = None,
-) -> int:
-    """Optimizer steps the learning-rate schedule spans: the first limit the run will reach.
-
-    Args:
-        steps, tokens: done so far (tokens per step from their ratio, for ``max_tokens``).
-        seconds_per_step, seconds_left: pace and time left, for ``max_time``.
-
-    ``max_steps=1000, max_time=5`` at 0.5 s per step with 240 s left after 50 steps -> 530.
-    """
-    limits = [config.max_steps] if config.max_steps is not None else []
-    if config.max_tokens is not None and steps:
-        limits.append(math.ceil(config.max_tokens * steps / max(tokens, 1)))
-    if config.max_time is not None and seconds_per_step and seconds_left is not None:
-        limits.append(steps + max(1, int(seconds_left / seconds_per_step)))
-    return max(1, min(limits))
-
-
 def _save(
-    output: Path, model, tokenizer, optimizer, schedule: _Schedule, result: TrainResult, rng: list[dict[str, Any]], *,
+    output: Path, model, tokenizer, optimizer, schedule: Schedule, result: TrainResult, rng: list[dict[str, Any]], *,
     keep: int = 2, report: Callable[[str], None] = lambda text: None,
 ) -> None:
     """A resumable checkpoint of the run at ``result.steps`` (:func:`~tokenmask.train.runs.save_resumable`)."""
@@ -366,45 +228,24 @@ def train(
         Interrupted: SIGINT or SIGTERM; a checkpoint of the last step was saved first.
     """
     output = Path(config.output)
-    accelerator = make_accelerator(config)
+    accelerator = make_accelerator(precision=config.precision, cpu=config.cpu)
     shard = Shard(accelerator.process_index, accelerator.num_processes)
     reporter = reporter if shard.is_main else QuietReporter()
-    check_output(output, config)
-    torch.manual_seed(config.seed)
-    with accelerator.main_process_first():  # the main process cleans up after a kill and fills the block cache first
-        checkpoint = resume_checkpoint(output, reporter.message) if config.resume else None
-        job = build(checkpoint, shard)
-    job.model.train()  # from_pretrained gives a model in evaluation mode: no dropout, unlike a fresh one
-    if config.overwrite and not config.resume and shard.is_main:
-        clear_old_run(output)  # only now that the new run's input proved good
-    precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
-    place = f"{shard.world} processes ({accelerator.distributed_type.value}), " if shard.world > 1 else ""
-    reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}")
-    if shard.world > 1:
-        reporter.message(
-            f"global batch: {config.batch_size} x {shard.world} processes x {config.grad_accum} accumulated "
-            f"= {config.batch_size * shard.world * config.grad_accum} per step"
-        )
+    job, checkpoint = _build(config, build, accelerator, shard, reporter)
     wrapped = accelerator.prepare(LossModule(job.model, job.loss))
     model = accelerator.unwrap_model(wrapped).model  # the plain model: evaluation, checkpoints
     optimizer = accelerator.prepare(_optimizer(model, config))
-    schedule = _Schedule(config)
+    schedule = Schedule(config)
     result = TrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
     if checkpoint is not None:
-        state = load_state(checkpoint)
-        optimizer.load_state_dict(state["optimizer"])
-        if not restore_rng_state(state.get("rng", [{"cpu": state.get("torch_rng")}]), shard.rank):
-            reporter.message("the checkpoint was written by fewer processes: new processes' dropout is seeded afresh")
-        schedule.load(state)
-        result.steps, result.tokens = int(state["step"]), int(state["tokens"])
-        reporter.message(f"resuming from {checkpoint} (step {result.steps})")
+        _restore(checkpoint, optimizer, schedule, result, shard, reporter)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule, last_epoch=result.steps - 1)
     if shard.is_main:
         output.mkdir(parents=True, exist_ok=True)
         (output / "run_config.json").write_text(json.dumps({**asdict(config), "processes": shard.world}, indent=2), encoding="utf-8")
     log = RunLog(output, append=checkpoint is not None) if shard.is_main else _NoLog()
     evaluation_seconds = 0.0
-    pace = _Pace(config, result.steps)
+    pace = Pace(config, result.steps)
 
     def evaluate() -> None:
         nonlocal evaluation_seconds
@@ -422,7 +263,7 @@ def train(
         rng = gathered_rng_states(accelerator)  # a collective: every process takes part
         if shard.is_main:
             _save(output, model, job.tokenizer, optimizer, schedule, result, rng, keep=config.keep_last, report=reporter.message)
-        return output / "checkpoints" / f"step-{result.steps}"
+        return output / CHECKPOINTS / f"step-{result.steps}"
 
     def main_clock(*also: float) -> tuple[float, ...]:
         """Seconds since the start (and ``also``) on the main process; 0 elsewhere, to be summed."""
@@ -440,15 +281,10 @@ def train(
                 fetching = time.perf_counter()
                 micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
                 data_seconds = time.perf_counter() - fetching
-                (targets,) = summed(accelerator, [count_targets(micro_batches)])
-                loss, tokens = backward_step(
-                    wrapped, micro_batches, loss=_forward, accelerator=accelerator, step_targets=int(targets),
-                    processes=shard.world,
+                targets, norm, (loss, tokens, elapsed, evaluated, stops) = _backward(
+                    accelerator, wrapped, micro_batches, shard,
+                    shared=[*main_clock(evaluation_seconds), signals.received is not None],
                 )  # fmt: skip
-                norm = float(accelerator.clip_grad_norm_(wrapped.parameters(), 1.0))
-                loss, tokens, elapsed, evaluated, stops = summed(
-                    accelerator, [loss, tokens, *main_clock(evaluation_seconds), signals.received is not None]
-                )  # every process decides on the same numbers
                 finite = math.isfinite(loss) and math.isfinite(norm)
                 if finite:
                     optimizer.step()
@@ -490,6 +326,58 @@ def train(
         plot_metrics(read_metrics(output), output / PLOT_FILE)
     accelerator.wait_for_everyone()
     return result
+
+
+def _build(
+    config: LoopSettings, build: Callable[[Path | None, Shard], Job], accelerator: Accelerator, shard: Shard, reporter: Reporter
+) -> tuple[Job, Path | None]:
+    """Check the output folder, find the checkpoint to resume from, build the job; say what runs where."""
+    output = Path(config.output)
+    check_output(output, config)
+    torch.manual_seed(config.seed)
+    with accelerator.main_process_first():  # the main process cleans up after a kill and fills the block cache first
+        checkpoint = resume_checkpoint(output, reporter.message) if config.resume else None
+        job = build(checkpoint, shard)
+    job.model.train()  # from_pretrained gives a model in evaluation mode: no dropout, unlike a fresh one
+    if config.overwrite and not config.resume and shard.is_main:
+        clear_old_run(output)  # only now that the new run's input proved good
+    precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
+    place = f"{shard.world} processes ({accelerator.distributed_type.value}), " if shard.world > 1 else ""
+    reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}")
+    if shard.world > 1:
+        reporter.message(
+            f"global batch: {config.batch_size} x {shard.world} processes x {config.grad_accum} accumulated "
+            f"= {config.batch_size * shard.world * config.grad_accum} per step"
+        )
+    return job, checkpoint
+
+
+def _restore(checkpoint: Path, optimizer, schedule: Schedule, result: TrainResult, shard: Shard, reporter: Reporter) -> None:
+    """Continue where ``checkpoint`` stopped: optimizer, schedule, step, tokens, this process's random state."""
+    state = load_state(checkpoint)
+    optimizer.load_state_dict(state["optimizer"])
+    if not restore_rng_state(state.get("rng", [{"cpu": state.get("torch_rng")}]), shard.rank):
+        reporter.message("the checkpoint was written by fewer processes: new processes' dropout is seeded afresh")
+    schedule.load(state)
+    result.steps, result.tokens = int(state["step"]), int(state["tokens"])
+    reporter.message(f"resuming from {checkpoint} (step {result.steps})")
+
+
+def _backward(
+    accelerator: Accelerator, wrapped: torch.nn.Module, micro_batches: list[dict[str, Any]], shard: Shard, *, shared: list[float]
+) -> tuple[int, float, list[float]]:
+    """The backward pass of a step over all processes.
+
+    Returns ``(targets, gradient norm, [loss, tokens, *shared])``: the step's targets in all
+    processes, the norm of the (synchronised) gradient before clipping, and its mean loss, real
+    tokens and ``shared`` summed over the processes, so that every process decides on the same numbers.
+    """
+    (targets,) = summed(accelerator, [count_targets(micro_batches)])
+    loss, tokens = backward_step(
+        wrapped, micro_batches, loss=_forward, accelerator=accelerator, step_targets=int(targets), processes=shard.world
+    )
+    norm = float(accelerator.clip_grad_norm_(wrapped.parameters(), 1.0))
+    return int(targets), norm, summed(accelerator, [loss, tokens, *shared])
 
 
 def _finite_or_none(value: float) -> float | None:

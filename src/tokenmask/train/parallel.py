@@ -4,7 +4,8 @@ A run is one process, or several started by ``accelerate launch`` or ``torchrun`
 through an Accelerate config). Each process trains on its own slice of every global batch
 (:class:`~tokenmask.data.stream.MicroBatches`); the loss of a step is divided by the number of
 targets in all processes together; the numbers the loop decides on (loss, tokens, time, stop
-requests) are summed across processes, so every process takes the same decisions.
+requests) are summed across processes, so every process takes the same decisions. Also here:
+the one Accelerator of a run, on the device and precision asked for.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState
 from torch import nn
+
+from tokenmask.data.stream import Shard
 
 
 class LossModule(nn.Module):
@@ -73,3 +77,43 @@ def restore_rng_state(states: list[dict[str, torch.Tensor]], rank: int) -> bool:
     if "cuda" in states[rank] and torch.cuda.is_available():
         torch.cuda.set_rng_state(states[rank]["cuda"])
     return True
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """'auto' -> 'bf16' where the hardware computes in bf16 natively, else 'fp32'.
+
+    On CPUs without AMX or AVX512-BF16, bf16 autocast is emulated and slower than fp32.
+    """
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    if device.type == "cpu":
+        native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
+        return "bf16" if native else "fp32"
+    return "fp32"
+
+
+def make_accelerator(*, precision: str, cpu: bool) -> Accelerator:
+    """An Accelerator for this run (one per run: the process-wide state is reset first).
+
+    ``precision``: 'auto', 'bf16' or 'fp32' (:func:`resolve_precision`); ``cpu``: ignore GPUs.
+
+    Raises:
+        ValueError: a launch this loop cannot train correctly: FSDP or DeepSpeed (not supported
+            yet), or processes that Accelerate did not join into one group.
+    """
+    AcceleratorState._reset_state()
+    device = torch.device("cuda") if torch.cuda.is_available() and not cpu else torch.device("cpu")
+    precision = resolve_precision(precision, device)
+    accelerator = Accelerator(cpu=cpu, mixed_precision="bf16" if precision == "bf16" else "no")
+    kind = accelerator.distributed_type.value
+    if kind in ("FSDP", "DEEPSPEED"):
+        raise ValueError(f"{kind} is not supported yet: launch plain data parallelism (accelerate launch --multi_gpu, or torchrun)")
+    launched = Shard.from_environment().world
+    if launched != accelerator.num_processes:
+        raise ValueError(
+            f"launched as {launched} processes, but Accelerate set up {accelerator.num_processes} "
+            f"({kind}): with accelerate launch, FSDP and DeepSpeed need GPUs; on CPUs launch with torchrun"
+        )
+    return accelerator
