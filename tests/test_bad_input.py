@@ -328,3 +328,20 @@ def test_init_folder_brings_its_own_tokenizer(tmp_path, capsys, lines):
     assert code == 0, err
     saved = json.loads((tmp_path / "out" / "model" / "config.json").read_text(encoding="utf-8"))
     assert saved["vocab_size"] == len(own)
+
+
+def test_finetuning_data_with_bytes_that_are_not_utf8_is_repaired_and_counted(tmp_path, capsys, tiny_bert):
+    data = write_reviews(tmp_path / "reviews.csv")
+    with data.open("ab") as handle:
+        handle.write(b"caf\xe9 was fine,pos,movie 1\n")
+    code, out, err = run(finetune(tmp_path, tiny_bert, data), capsys)
+    assert code == 0, err
+    assert f"1 line with invalid UTF-8 replaced (first: {data}: row 41)" in out
+
+
+def test_a_binary_conll_file_is_refused(tmp_path, capsys, tiny_bert):
+    data = tmp_path / "tags.conll"
+    data.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    code, _, err = run(finetune(tmp_path, tiny_bert, data, flags=("--task", "tokens")), capsys)
+    assert code == 2 and "looks binary (a NUL byte at offset 8)" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

@@ -182,6 +182,8 @@ class FinetuneData:
     """Examples cut at ``max_length``: ``(training, validation)``."""
     lost_words: tuple[int, int] = (0, 0)
     """Token labelling: tagged words with no token left, ``(training, validation)``."""
+    repaired: str = ""
+    """What reading repaired, e.g. ``"2 lines with invalid UTF-8 replaced (first: a.csv: row 7)"``."""
 
     def describe(self) -> str:
         """A few lines for the console: sizes, label balance, truncation."""
@@ -195,6 +197,8 @@ class FinetuneData:
         if self.task == "token_labelling":
             train, validation = self.lost_words
             lines.append(f"  tagged words without a token: {train:,} train, {validation:,} validation")
+        if self.repaired:
+            lines.append(f"  {self.repaired}")
         return "\n".join(lines)
 
 

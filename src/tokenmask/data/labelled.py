@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from tokenmask.data.corpus import JSON_SUFFIXES, expand_paths, read_records
+from tokenmask.data.decode import ReadStats, TextChecks
 from tokenmask.data.pretrain import is_validation
 from tokenmask.data.resources import rotten_tomatoes_csv
 from tokenmask.data.tables import csv_records
@@ -84,6 +85,7 @@ def read_labelled_texts(
     label_column: str = "label",
     group_by: str | None = None,
     split: str | None = None,
+    stats: ReadStats | None = None,
 ) -> list[LabelledText]:
     """The labelled texts of CSV, TSV, JSON Lines, JSON, Parquet files or ``save_to_disk`` folders.
 
@@ -96,14 +98,16 @@ def read_labelled_texts(
         text_column / label_column: where the text and the label are.
         group_by: a column whose value (as a string) is each example's ``group``.
         split: for a ``DatasetDict`` folder, the split to read; None reads all of them.
+        stats: where lines or records with bytes that are not UTF-8 (replaced) are counted.
 
     Raises:
         ValueError: a missing column (naming the columns there are); a text that is not a
-            string; a missing (null) label or group; a list or object as a label; text files.
+            string; a missing (null) label or group; a list or object as a label; text files;
+            a binary file or an over-long line (:mod:`tokenmask.data.decode`).
     """
     columns = [text_column, label_column] + ([group_by] if group_by else [])
     examples = []
-    for where, record in read_records(paths, list(dict.fromkeys(columns)), split=split, hint=COLUMN_HINT):
+    for where, record in read_records(paths, list(dict.fromkeys(columns)), split=split, hint=COLUMN_HINT, stats=stats):
         text = record[text_column]
         if not isinstance(text, str):
             raise ValueError(f"{where}: the {text_column!r} field is {_kind(text)}, not a string")
@@ -124,6 +128,7 @@ def read_tagged_sentences(
     tags_column: str = "tags",
     group_by: str | None = None,
     split: str | None = None,
+    stats: ReadStats | None = None,
 ) -> list[TaggedSentence]:
     """Tagged sentences of CoNLL files (``.conll``, ``.txt``; see :func:`read_conll`) or of
     records with a list of words and a list of tags (JSON Lines, JSON, Parquet, datasets).
@@ -136,25 +141,27 @@ def read_tagged_sentences(
         tokens_column / tags_column: the record fields of words and tags.
         group_by: a record field naming each sentence's ``group`` (not for CoNLL files).
         split: for a ``DatasetDict`` folder, the split to read.
+        stats: where lines or records with bytes that are not UTF-8 (replaced) are counted.
 
     Raises:
         ValueError: malformed CoNLL lines; a missing field; words or tags that are not lists
             of strings (tags may be integers); unequal lengths; an empty sentence.
     """
+    stats = stats if stats is not None else ReadStats()
     sentences: list[TaggedSentence] = []
     for source in expand_paths(paths, suffixes=TAGGED_SUFFIXES):
         if source.is_file() and source.suffix.lower() in CONLL_SUFFIXES:
-            sentences.extend(read_conll(source))
+            sentences.extend(read_conll(source, stats=stats))
         else:
-            sentences.extend(_record_sentences(source, tokens_column, tags_column, group_by, split))
+            sentences.extend(_record_sentences(source, tokens_column, tags_column, group_by, split, stats))
     return sentences
 
 
 def _record_sentences(
-    source: Path, tokens_column: str, tags_column: str, group_by: str | None, split: str | None
+    source: Path, tokens_column: str, tags_column: str, group_by: str | None, split: str | None, stats: ReadStats
 ) -> Iterator[TaggedSentence]:
     columns = list(dict.fromkeys([tokens_column, tags_column] + ([group_by] if group_by else [])))
-    for where, record in read_records([source], columns, split=split, hint=TAG_COLUMN_HINT):
+    for where, record in read_records([source], columns, split=split, hint=TAG_COLUMN_HINT, stats=stats):
         words = _string_list(record[tokens_column], tokens_column, where, numbers=False)
         tags = _string_list(record[tags_column], tags_column, where, numbers=True)
         group = None if group_by is None else _as_label(record[group_by], group_by, where)
@@ -164,7 +171,7 @@ def _record_sentences(
             raise ValueError(f"{where}: {error}") from None
 
 
-def read_conll(path: str | Path) -> Iterator[TaggedSentence]:
+def read_conll(path: str | Path, *, stats: ReadStats | None = None) -> Iterator[TaggedSentence]:
     """The sentences of a CoNLL file: one ``token … TAG`` per line (the token first, the tag
     last, columns split on white space), a blank line after each sentence, ``-DOCSTART-``
     lines skipped.
@@ -172,25 +179,28 @@ def read_conll(path: str | Path) -> Iterator[TaggedSentence]:
     ``"-DOCSTART- O\\n\\nEU B-ORG\\nrejects O\\n\\nPeter B-PER\\n"  ->``
     ``[(("EU", "rejects"), ("B-ORG", "O")), (("Peter",), ("B-PER",))]``
 
+    Bytes that are not UTF-8 are replaced and counted in ``stats``.
+
     Raises:
-        ValueError: a line with a single column, naming the file and the line.
+        ValueError: a line with a single column, naming the file and the line; a binary file
+            or an over-long line (:class:`~tokenmask.data.decode.TextChecks`).
     """
     path = Path(path)
     words: list[str] = []
     tags: list[str] = []
-    with path.open(encoding="utf-8-sig", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if fields and fields[0] == DOCSTART:
-                fields = []
-            elif len(fields) == 1:
-                raise ValueError(f"{path}:{number}: expected a token and a tag, got {line.strip()!r}")
-            if fields:
-                words.append(fields[0])
-                tags.append(fields[-1])
-            elif words:
-                yield TaggedSentence(tuple(words), tuple(tags))
-                words, tags = [], []
+    lines = TextChecks(stats=stats if stats is not None else ReadStats()).text_lines(path)
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if fields and fields[0] == DOCSTART:
+            fields = []
+        elif len(fields) == 1:
+            raise ValueError(f"{path}:{number}: expected a token and a tag, got {line.strip()!r}")
+        if fields:
+            words.append(fields[0])
+            tags.append(fields[-1])
+        elif words:
+            yield TaggedSentence(tuple(words), tuple(tags))
+            words, tags = [], []
     if words:
         yield TaggedSentence(tuple(words), tuple(tags))
 

@@ -24,6 +24,7 @@ import torch
 from accelerate.utils import extract_model_from_parallel
 
 from tokenmask.data.augment import MaskingAugmenter
+from tokenmask.data.decode import ReadStats
 from tokenmask.data.finetune import FinetuneData, prepare_finetune_data
 from tokenmask.data.labelled import (
     LabelledText,
@@ -63,16 +64,16 @@ _WATCH_FIELDS = ("train_loss", "divergence_streak", "divergence_warning", "augme
 
 
 def read_examples(
-    paths: Sequence[str], config: FinetuneConfig, *, grouped: bool = True
+    paths: Sequence[str], config: FinetuneConfig, *, grouped: bool = True, stats: ReadStats | None = None
 ) -> list[LabelledText] | list[TaggedSentence]:
     """The labelled examples of ``paths``, read for ``config.task`` with its column names
-    (and its ``group_by`` column unless ``grouped`` is False)."""
+    (and its ``group_by`` column unless ``grouped`` is False); replaced bytes counted in ``stats``."""
     group_by = config.group_by if grouped else None
     if config.task == "classify":
         text, label = config.text_column or "text", config.label_column or "label"
-        return read_labelled_texts(paths, text_column=text, label_column=label, group_by=group_by)
+        return read_labelled_texts(paths, text_column=text, label_column=label, group_by=group_by, stats=stats)
     words, tags = config.text_column or "tokens", config.label_column or "tags"
-    return read_tagged_sentences(paths, tokens_column=words, tags_column=tags, group_by=group_by)
+    return read_tagged_sentences(paths, tokens_column=words, tags_column=tags, group_by=group_by, stats=stats)
 
 
 def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase) -> FinetuneData:
@@ -84,15 +85,16 @@ def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
     Raises:
         ValueError: unreadable data, token labelling without data, no validation example.
     """
+    stats = ReadStats()
     if config.data:
-        examples = read_examples(config.data, config)
+        examples = read_examples(config.data, config, stats=stats)
         split_by = "group" if config.group_by else "text"
     elif config.task == "classify":
         examples, split_by = rotten_tomatoes(), "group"
     else:
         raise ValueError("the built-in data (Rotten Tomatoes reviews) is for --task classify; give token-labelled DATA")
     # given validation files are not split, so they need no group column
-    validation = read_examples(config.eval_data, config, grouped=False) if config.eval_data else None
+    validation = read_examples(config.eval_data, config, grouped=False, stats=stats) if config.eval_data else None
     data = prepare_finetune_data(
         examples,
         tokenizer,
@@ -103,7 +105,7 @@ def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
     )
     if not data.validation:
         raise ValueError("no validation example: give --eval DATA or more examples (or groups) to hold out")
-    return data
+    return replace(data, repaired=stats.describe())
 
 
 def loop_settings(config: FinetuneConfig, data: FinetuneData) -> FinetuneConfig:
