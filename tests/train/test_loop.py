@@ -347,3 +347,12 @@ def test_time_fit_is_refined_at_each_evaluation():
     assert schedule.horizon == 20 + int((60 - 19.5) / (0.95 / 0.95))  # 5% kept for evaluations: 60
     pace.after_evaluation(schedule, 40, 4000, 29.5)  # then 0.5 s per step, evaluations included
     assert schedule.horizon == 40 + int((60 - 29.5) / 0.5)  # 101: the decay ends when the time does
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_worker_processes_collate_the_same_batches(corpus, tmp_path):
+    alone = pretrain(config(corpus, tmp_path / "alone", max_steps=6, eval_every=6))
+    workers = pretrain(config(corpus, tmp_path / "workers", max_steps=6, eval_every=6, num_workers=2))
+    assert step_losses(tmp_path / "workers") == step_losses(tmp_path / "alone")
+    for name, value in alone.model.state_dict().items():
+        assert torch.equal(value, workers.model.state_dict()[name]), name

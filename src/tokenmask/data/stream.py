@@ -123,7 +123,10 @@ def micro_batches(stream: MicroBatches, *, workers: int = 0) -> Iterator[dict[st
     """
     if workers == 0:
         return iter(stream)
-    return iter(DataLoader(stream, batch_size=None, num_workers=workers, prefetch_factor=4))
+    # its own generator: the DataLoader draws its workers' base seed from it, not from the global
+    # random state (which dropout uses), so a run with workers trains exactly as one without
+    loader = DataLoader(stream, batch_size=None, num_workers=workers, prefetch_factor=4, generator=torch.Generator())
+    return iter(loader)
 
 
 def epoch_batches(
