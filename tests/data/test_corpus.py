@@ -291,9 +291,10 @@ def test_binary_files_are_refused(tmp_path, name, content, message):
 def test_a_line_over_the_limit_is_refused_without_reading_it_whole(tmp_path, unit):
     path = tmp_path / "long.txt"
     path.write_bytes(b"short\n" + b"x" * 25 + b"\r\nshort again\n")
-    assert list(read_texts([path], unit="line", max_line_bytes=26)) == ["short", "x" * 25, "short again"]
-    with pytest.raises(ValueError, match=r"long.txt:2: a line of 26 bytes, over the limit of 25 \(max_line_bytes"):
-        list(read_texts([path], unit=unit, max_line_bytes=25))
+    # the limit counts the line's bytes, not its line end ("\r\n" here)
+    assert list(read_texts([path], unit="line", max_line_bytes=25)) == ["short", "x" * 25, "short again"]
+    with pytest.raises(ValueError, match=r"long.txt:2: a line of 25 bytes, over the limit of 24 \(max_line_bytes"):
+        list(read_texts([path], unit=unit, max_line_bytes=24))
     (tmp_path / "a.jsonl").write_text('{"text": "a"}\n{"text": "' + "b" * 40 + '"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="a.jsonl:2: a line of 52 bytes, over the limit of 30"):
         list(read_documents([tmp_path / "a.jsonl"], max_line_bytes=30))

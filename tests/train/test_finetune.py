@@ -192,6 +192,41 @@ def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp
     assert load_state(tmp_path / "cut" / "best")["step"] == resumed.best_step  # never pruned
 
 
+def test_resuming_a_finished_run_reports_its_final_evaluation(tiny_mlm_folder, reviews_csv, tmp_path):
+    config = settings(tiny_mlm_folder, reviews_csv, tmp_path / "run", max_steps=4, eval_every=2, save_every=2)
+    done = finetune(config)
+    logged = (tmp_path / "run" / "metrics.jsonl").read_text()
+    again = finetune(replace(config, resume=True))  # what a preemption script does after the end
+    assert again.steps == 4 and again.final.metrics() == done.final.metrics()
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == logged  # nothing trained or logged twice
+
+
+def test_a_non_finite_step_is_skipped_in_fine_tuning_too(tiny_mlm_folder, reviews_csv, tmp_path, monkeypatch):
+    calls = []
+
+    def nan_on_the_second_step(model, batch):
+        calls.append(1)
+        value = REAL_LOSS(model, batch)
+        return value * float("nan") if len(calls) == 2 else value
+
+    monkeypatch.setattr(recipe, "classifier_loss_sum", nan_on_the_second_step)
+    result = finetune(settings(tiny_mlm_folder, reviews_csv, tmp_path / "run", max_steps=4, eval_every=2))
+    steps = [r for r in records_of(tmp_path / "run") if "loss" in r]
+    assert [r["step"] for r in steps if "skipped" in r] == [2]
+    evaluations = [r for r in records_of(tmp_path / "run") if "eval_train_loss" in r]
+    assert evaluations and all(r["eval_train_loss"] is not None for r in evaluations)  # the window skips the null
+    assert result.steps == 4
+
+
+def test_epochs_count_the_global_batches_each_process_can_share():
+    assert recipe.global_batches_per_epoch(13, 2, 3) == 2  # 6 + 6 + 1: a batch of 1 cannot feed 3 processes
+    assert recipe.global_batches_per_epoch(15, 2, 3) == 3  # 6 + 6 + 3: one each
+    assert recipe.global_batches_per_epoch(12, 2, 3) == 2
+    assert recipe.global_batches_per_epoch(13, 4, 1) == 4  # one process keeps the short batch
+    with pytest.raises(ValueError, match="2 training examples cannot give each of 3 processes one"):
+        recipe.global_batches_per_epoch(2, 2, 3)
+
+
 def test_a_resumed_tracker_decides_as_the_uninterrupted_one():
     config = FinetuneConfig(output="o", max_steps=1, augment_rate=0.4, augment_adaptive=True, patience=1)
     records = []

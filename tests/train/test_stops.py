@@ -116,8 +116,9 @@ def test_sigint_saves_a_checkpoint_that_resume_continues_exactly(tmp_path):
             os.kill(os.getpid(), signal.SIGINT)
         return {}
 
-    whole = train(settings(tmp_path / "whole", max_steps=8, save_every=100), lambda checkpoint, shard: nan_job(()))
-    cut = settings(tmp_path / "cut", max_steps=8, save_every=100)
+    # step 5 is also an evaluation step: the evaluation runs before the stop (a resumed run would not redo it)
+    whole = train(settings(tmp_path / "whole", max_steps=8, eval_every=5, save_every=100), lambda checkpoint, shard: nan_job(()))
+    cut = settings(tmp_path / "cut", max_steps=8, eval_every=5, save_every=100)
     with pytest.raises(Interrupted, match=r"SIGINT at step 5: checkpoint saved in .*step-5; continue with --resume") as stop:
         train(cut, lambda checkpoint, shard: nan_job((), checkpoint, interrupt_at_step_5))
     assert stop.value.exit_code == 130
@@ -125,17 +126,35 @@ def test_sigint_saves_a_checkpoint_that_resume_continues_exactly(tmp_path):
     assert resumed.steps == 8
     for (name, expected), got in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(expected, got), name
+    evaluated = [r["step"] for r in map(json.loads, (tmp_path / "cut" / "run" / "metrics.jsonl").read_text().splitlines())
+                 if "eval_loss" in r]  # fmt: skip
+    assert evaluated == [e["step"] for e in whole.evaluations] == [0, 5, 8]
+
+
+def test_a_resumed_run_with_a_higher_step_limit_decays_to_the_new_limit(tmp_path):
+    first = settings(tmp_path, max_steps=4, save_every=2, warmup=0.25)
+    train(first, lambda checkpoint, shard: nan_job(()))
+    messages = []
+    reporter = type("Messages", (), {"message": lambda self, text: messages.append(text), "step": lambda self, *a: None})()
+    train(replace(first, max_steps=8, resume=True), lambda checkpoint, shard: nan_job((), checkpoint), reporter)
+    rates = [r["lr"] for r in records(tmp_path)]
+    # the first run decayed to 0 at its step 4; the extension decays again, linearly, to 0 at step 8
+    assert len(rates) == 8 and rates[3] == 0.0 and rates[4] > rates[5] > rates[6] > 0.0 == rates[7]
+    assert "the step limit changed from 4 to 8: the learning-rate decay now ends there" in messages
 
 
 def test_sigterm_through_the_command_line_exits_143_and_resumes_exactly(corpus, tmp_path):
     whole = tmp_path / "whole"
     subprocess.run(pretrain_command(corpus, whole), check=True, capture_output=True, timeout=300)
     cut = tmp_path / "cut"
-    process = subprocess.Popen(pretrain_command(corpus, cut), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # with DataLoader workers, and the signal sent to the whole process group (as a scheduler does):
+    # the workers must outlive it until the checkpoint is saved, and must not change what is trained
+    command = pretrain_command(corpus, cut, "--num-workers", "1")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 240
     while logged_steps(cut) < 5 and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
+    os.killpg(process.pid, signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr[-2000:]
     assert "stopped: SIGTERM at step" in stderr and "continue with --resume" in stderr and "Traceback" not in stderr

@@ -12,6 +12,7 @@ reading is strict).
 from __future__ import annotations
 
 import codecs
+import io
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ class TextChecks:
             raise ValueError(f"{path}: looks like UTF-16 text; save it as UTF-8")
         raise ValueError(f"{path}: looks binary (a NUL byte at offset {offset}), not UTF-8 text")
 
-    def raw_lines(self, handle: BinaryIO, path: Path) -> Iterator[tuple[int, bytes]]:
+    def raw_lines(self, handle: io.BufferedReader, path: Path) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` for each line of a file opened in binary mode, its line end and a
         leading UTF-8 byte order mark removed.
 
@@ -100,19 +101,20 @@ class TextChecks:
                 scanned, never held), or a line holding a NUL byte.
         """
         number = 0
-        while raw := handle.readline(self.max_line_bytes + 1):  # + 1: room for the "\n"
+        if handle.peek(3)[:3] == codecs.BOM_UTF8:  # a byte order mark is no part of the first line
+            handle.read(3)
+        while raw := handle.readline(self.max_line_bytes + 2):  # + 2: room for a "\r\n"
             number += 1
-            if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
-                length = len(raw) + _rest_of_line(handle)
+            content = raw.removesuffix(b"\n").removesuffix(b"\r")
+            if len(content) > self.max_line_bytes:
+                length = len(content) + (0 if raw.endswith(b"\n") else _rest_of_line(handle))
                 raise ValueError(
                     f"{path}:{number}: a line of {length:,} bytes, over the limit of {self.max_line_bytes:,} "
                     "(max_line_bytes / --max-line-bytes); split the text into lines, or raise the limit"
                 )
             if b"\0" in raw:
                 raise ValueError(f"{path}:{number}: a NUL byte: the file looks binary, not UTF-8 text")
-            if number == 1:
-                raw = raw.removeprefix(codecs.BOM_UTF8)
-            yield number, raw.removesuffix(b"\n").removesuffix(b"\r")
+            yield number, content
 
     def text_lines(self, path: Path) -> Iterator[str]:
         """The lines of a text file, decoded (:meth:`decode`); a lone ``\\r`` ends a line too.

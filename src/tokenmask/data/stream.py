@@ -12,6 +12,7 @@ Memory is the examples' mapping plus a few batches in flight, whatever the corpu
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,8 +126,18 @@ def micro_batches(stream: MicroBatches, *, workers: int = 0) -> Iterator[dict[st
         return iter(stream)
     # its own generator: the DataLoader draws its workers' base seed from it, not from the global
     # random state (which dropout uses), so a run with workers trains exactly as one without
-    loader = DataLoader(stream, batch_size=None, num_workers=workers, prefetch_factor=4, generator=torch.Generator())
+    loader = DataLoader(
+        stream, batch_size=None, num_workers=workers, prefetch_factor=4, generator=torch.Generator(),
+        worker_init_fn=_ignore_stop_signals,
+    )  # fmt: skip
     return iter(loader)
+
+
+def _ignore_stop_signals(worker: int) -> None:
+    """Ctrl-C and SIGTERM reach a job's whole process group; the training process stops its
+    workers itself once it has saved a checkpoint, so the workers must not die first."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def epoch_batches(

@@ -112,9 +112,24 @@ def loop_settings(config: FinetuneConfig, data: FinetuneData) -> FinetuneConfig:
     """``config`` with ``epochs`` turned into ``max_steps`` (the smaller wins if both are given)."""
     if config.epochs is None:
         return config
-    micro_batches = math.ceil(len(data.train) / (config.batch_size * Shard.from_environment().world))
+    micro_batches = global_batches_per_epoch(len(data.train), config.batch_size, Shard.from_environment().world)
     steps = math.ceil(config.epochs * micro_batches / config.grad_accum)
     return replace(config, max_steps=min(steps, config.max_steps or steps))
+
+
+def global_batches_per_epoch(examples: int, batch_size: int, world: int) -> int:
+    """Micro-batches (global: ``batch_size`` on each of ``world`` processes) per epoch: a last
+    batch shorter than ``world`` is dropped, so no process gets an empty part.
+
+    ``global_batches_per_epoch(13, 2, 3)  ->  2`` (batches of 6, 6 and 1: the 1 is dropped)
+
+    Raises:
+        ValueError: fewer examples than processes.
+    """
+    full, rest = divmod(examples, batch_size * world)
+    if full == 0 and rest < world:
+        raise ValueError(f"{examples} training examples cannot give each of {world} processes one")
+    return full + (rest >= world)
 
 
 # ---- what happens at each evaluation -------------------------------------------------------
@@ -215,8 +230,10 @@ def _job(
 
     validation = _validation_batches(data, tokenizer, config.batch_size)
 
+    per_epoch = global_batches_per_epoch(len(data.train), config.batch_size, shard.world)
+
     def batches(skip: int) -> Iterator[dict[str, Any]]:
-        epoch, offset = divmod(skip, len(epoch_batches()))  # the same number every epoch
+        epoch, offset = divmod(skip, per_epoch)
         while True:
             sampler.set_epoch(epoch)
             augmenter.set_epoch(epoch)

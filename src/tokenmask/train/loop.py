@@ -60,7 +60,6 @@ class LoopSettings(Protocol):
     precision: str
     cpu: bool
     max_bad_steps: int
-    keep_last: int
 
 
 class Reporter(Protocol):
@@ -199,6 +198,7 @@ def _save(
         "tokens": result.tokens,
         "optimizer": optimizer.state_dict(),
         **schedule.state(),
+        "seconds": result.seconds,
         "rng": rng,
     }
     save_resumable(output, model, tokenizer, state, keep_last=keep, report=report)
@@ -245,9 +245,9 @@ def train(
         (output / "run_config.json").write_text(json.dumps({**asdict(config), "processes": shard.world}, indent=2), encoding="utf-8")
     log = RunLog(output, append=checkpoint is not None) if shard.is_main else _NoLog()
     evaluation_seconds = 0.0
-    pace = Pace(config, result.steps)
+    pace = Pace(config, result.steps, result.seconds)
 
-    def evaluate() -> None:
+    def evaluate(*, logged: bool = True) -> None:
         nonlocal evaluation_seconds
         accelerator.wait_for_everyone()  # the main process has logged every step: jobs may read the log
         began = time.perf_counter()
@@ -255,7 +255,8 @@ def train(
         evaluation_seconds += time.perf_counter() - began
         record = {"step": result.steps, "tokens": result.tokens, **{f"eval_{k}": v for k, v in metrics.items()}}
         result.evaluations.append(record)
-        log.write(record)
+        if logged:
+            log.write(record)
         shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items() if isinstance(v, float))
         reporter.message(f"step {result.steps}: eval {shown}")
 
@@ -270,8 +271,8 @@ def train(
         return (time.perf_counter() - start, *also) if shard.is_main else (0.0,) * (1 + len(also))
 
     batches = job.batches(result.steps * config.grad_accum)
-    start = time.perf_counter()
-    bad_in_a_row, elapsed, first_step = 0, 0.0, result.steps
+    start = time.perf_counter() - result.seconds  # a time limit counts the whole run, across restarts
+    bad_in_a_row, elapsed, first_step = 0, result.seconds, result.steps
     try:
         with StopSignals() as signals:
             if checkpoint is None:
@@ -292,6 +293,7 @@ def train(
                 scheduler.step()
                 result.steps += 1
                 result.tokens += int(tokens)
+                result.seconds = elapsed
                 bad_in_a_row = 0 if finite else bad_in_a_row + 1
                 record = {
                     "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0],
@@ -305,16 +307,17 @@ def train(
                     if bad_in_a_row >= config.max_bad_steps:
                         raise NonFiniteSteps(_non_finite_message(config, output, result.steps))
                 pace.after_step(schedule, result.steps, result.tokens, elapsed, elapsed - evaluated)
-                if stops:
-                    raise Interrupted(signals.received or signal.SIGTERM, result.steps, str(save()))
-                if result.steps % config.eval_every == 0:
+                if result.steps % config.eval_every == 0:  # before a stop's save: the resumed run will not redo it
                     evaluate()
                     pace.after_evaluation(schedule, result.steps, result.tokens, summed(accelerator, main_clock())[0])
+                if stops:
+                    raise Interrupted(signals.received or signal.SIGTERM, result.steps, str(save()))
                 if result.steps % config.save_every == 0 and not bad_in_a_row:  # keep the last good one last
                     save()
                 reporter.step(result.steps, schedule.horizon, loss, result.tokens / elapsed)
             if result.steps == first_step and checkpoint is not None:
                 reporter.message(f"the run had reached its limit at step {result.steps:,}: nothing to train")
+                evaluate(logged=not _evaluation_logged(output, result.steps))  # the final numbers, for the job
             elif not result.evaluations or result.evaluations[-1]["step"] != result.steps:
                 evaluate()
     finally:
@@ -339,8 +342,10 @@ def _build(
         checkpoint = resume_checkpoint(output, reporter.message) if config.resume else None
         job = build(checkpoint, shard)
     job.model.train()  # from_pretrained gives a model in evaluation mode: no dropout, unlike a fresh one
-    if config.overwrite and not config.resume and shard.is_main:
-        clear_old_run(output)  # only now that the new run's input proved good
+    if config.overwrite and not config.resume:
+        accelerator.wait_for_everyone()  # every process has loaded what it needs (--init may name OUTPUT/model)
+        if shard.is_main:
+            clear_old_run(output)  # only now that the new run's input proved good
     precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
     place = f"{shard.world} processes ({accelerator.distributed_type.value}), " if shard.world > 1 else ""
     reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}")
@@ -358,9 +363,13 @@ def _restore(checkpoint: Path, optimizer, schedule: Schedule, result: TrainResul
     optimizer.load_state_dict(state["optimizer"])
     if not restore_rng_state(state.get("rng", [{"cpu": state.get("torch_rng")}]), shard.rank):
         reporter.message("the checkpoint was written by fewer processes: new processes' dropout is seeded afresh")
+    horizon = schedule.horizon
     schedule.load(state)
+    if horizon is not None and schedule.horizon == horizon != state["horizon"]:  # a step limit only, changed
+        reporter.message(f"the step limit changed from {state['horizon']:,} to {horizon:,}: the learning-rate decay now ends there")
     result.steps, result.tokens = int(state["step"]), int(state["tokens"])
-    reporter.message(f"resuming from {checkpoint} (step {result.steps})")
+    result.seconds = float(state.get("seconds", 0.0))
+    reporter.message(f"resuming from {checkpoint} (step {result.steps}, {result.seconds / 60:.1f} min trained)")
 
 
 def _backward(
@@ -378,6 +387,10 @@ def _backward(
     )
     norm = float(accelerator.clip_grad_norm_(wrapped.parameters(), 1.0))
     return int(targets), norm, summed(accelerator, [loss, tokens, *shared])
+
+
+def _evaluation_logged(output: Path, step: int) -> bool:
+    return any(r.get("step") == step and any(k.startswith("eval_") for k in r) for r in read_metrics(output))
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -47,7 +47,10 @@ class Schedule:
                 "ramp_start": list(self.ramp_start)}  # fmt: skip
 
     def load(self, state: dict[str, Any]) -> None:
-        self.horizon = state["horizon"] or self.horizon
+        """Continue a checkpoint's schedule. With only a step limit, the decay ends at this
+        run's ``max_steps``, which may differ from the checkpoint's (a run extended on resume)."""
+        step_limit_only = self.fitted and self.horizon is not None
+        self.horizon = self.horizon if step_limit_only else (state["horizon"] or self.horizon)
         self.fitted = bool(state.get("horizon_fitted", True))
         self.warmup_steps = state.get("warmup_steps") or self.warmup_steps
         self.ramp_start = tuple(state.get("ramp_start", (0, 0.0)))
@@ -72,10 +75,10 @@ class Pace:
     from the wall-clock pace since the previous fit, so the decay ends when the time does.
     """
 
-    def __init__(self, config: ScheduleSettings, steps: int) -> None:
+    def __init__(self, config: ScheduleSettings, steps: int, elapsed: float = 0.0) -> None:
         self.config = config
         self.ten_steps_in = 0.0
-        self.mark = (steps, 0.0)  # (steps, elapsed) at the last fit
+        self.mark = (steps, elapsed)  # (steps, elapsed) at the last fit; a resumed run starts from its checkpoint's
 
     def after_step(self, schedule: Schedule, steps: int, tokens: int, elapsed: float, training: float) -> None:
         if schedule.fitted:

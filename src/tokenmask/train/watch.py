@@ -91,6 +91,7 @@ def training_loss_between(records: Iterable[Mapping[str, Any]], after: int, upto
     ``after=0, upto=2``  ->  ``(2.0 * 3 + 1.0 * 1) / 4 = 1.75``
     """
     steps = {r["step"]: r for r in records if "loss" in r and "targets" in r and after < r["step"] <= upto}
+    steps = {step: r for step, r in steps.items() if r["loss"] is not None}  # null: a skipped non-finite step
     targets = sum(r["targets"] for r in steps.values())
     if not targets:
         return None
