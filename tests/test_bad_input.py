@@ -328,6 +328,9 @@ def test_init_folder_brings_its_own_tokenizer(tmp_path, capsys, lines):
     assert code == 0, err
     saved = json.loads((tmp_path / "out" / "model" / "config.json").read_text(encoding="utf-8"))
     assert saved["vocab_size"] == len(own)
+    from transformers import AutoTokenizer  # the tokenizer saved with the model is DIR's, not bert-base-uncased
+
+    assert AutoTokenizer.from_pretrained(tmp_path / "out" / "model").get_vocab() == own.get_vocab()
 
 
 def test_finetuning_data_with_bytes_that_are_not_utf8_is_repaired_and_counted(tmp_path, capsys, tiny_bert):

@@ -125,8 +125,10 @@ def save_resumable(
 
 
 def _is_valid(folder: Path) -> bool:
+    """Whether an older checkpoint still counts among those kept: complete and of the right sizes
+    (hashing every kept checkpoint at every save would read gigabytes for a large model)."""
     try:
-        verify_checkpoint(folder)
+        verify_checkpoint(folder, hashes=False)
     except InvalidCheckpoint:
         return False
     return True
