@@ -88,3 +88,10 @@ def test_no_targets_gives_zero_not_nan():
     out = masked_lm_loss(model, data)
     assert out.targets == 0 and out.loss_sum.item() == 0.0
     out.loss_sum.backward()  # still part of the graph
+
+
+def test_training_can_skip_counting_correct_predictions():
+    model, data = tiny("bert").eval(), batch()
+    counted, skipped = masked_lm_loss(model, data), masked_lm_loss(model, data, count_correct=False)
+    assert counted.correct is not None and skipped.correct is None
+    torch.testing.assert_close(counted.loss_sum, skipped.loss_sum)

@@ -115,7 +115,7 @@ class Job:
 
 def mlm_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """The masked-LM loss summed over a batch's targets, with the sparse head."""
-    return masked_lm_loss(model, batch).loss_sum
+    return masked_lm_loss(model, batch, count_correct=False).loss_sum
 
 
 def count_targets(micro_batches: list[dict[str, torch.Tensor]]) -> int:
