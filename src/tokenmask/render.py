@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from rich.text import Text
 from tokenmask.audit import Estimate, MaskingAudit
 from tokenmask.data.collator import MaskingCollator
 from tokenmask.data.encode import encode_texts
+from tokenmask.data.stream import Shard
 from tokenmask.masking import Outcome
 
 OUTCOME_NAMES = {Outcome.NONE: "none", Outcome.MASK: "mask", Outcome.RANDOM: "random", Outcome.KEEP: "keep"}
@@ -133,7 +133,7 @@ class ProgressReporter:
     def __init__(self, console: Console | None = None) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.shown = os.environ.get("RANK", "0") == "0"
+        self.shown = Shard.from_environment().is_main
         self.console = console or Console(highlight=False, quiet=not self.shown)
         self.progress = Progress(
             TextColumn("step {task.completed}"),

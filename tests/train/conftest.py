@@ -67,3 +67,26 @@ def reviews_csv(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tagged_jsonl(tmp_path_factory) -> Path:
     return write_tagged(tmp_path_factory.mktemp("tagged") / "tagged.jsonl")
+
+
+class CrashAfter:
+    """A reporter that 'crashes' the run (raises :attr:`Crash`) right after a given step."""
+
+    class Crash(Exception):
+        pass
+
+    def __init__(self, step):
+        self.at = step
+
+    def message(self, text):
+        pass
+
+    def step(self, step, total, loss, tokens_per_s):
+        if step == self.at:
+            raise CrashAfter.Crash
+
+
+@pytest.fixture
+def crash_after():
+    """``crash_after(6)``: a reporter for resume tests; ``pytest.raises(crash_after.Crash)``."""
+    return CrashAfter

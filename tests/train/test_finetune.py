@@ -158,28 +158,12 @@ def test_epochs_become_optimizer_steps():
     assert loop_settings(FinetuneConfig(output="o", max_steps=5), data).max_steps == 5
 
 
-class Interrupt(Exception):
-    pass
-
-
-class StopAt:
-    def __init__(self, step):
-        self.at = step
-
-    def message(self, text):
-        pass
-
-    def step(self, step, total, loss, tokens_per_s):
-        if step == self.at:
-            raise Interrupt
-
-
-def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp_path):
+def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp_path, crash_after):
     common = dict(max_steps=10, save_every=4, eval_every=3, augment_rate=0.2, keep_last=1)
     whole = finetune(settings(tiny_mlm_folder, reviews_csv, tmp_path / "whole", **common))
     cut = settings(tiny_mlm_folder, reviews_csv, tmp_path / "cut", **common)
-    with pytest.raises(Interrupt):
-        finetune(cut, StopAt(6))  # dies after step 6; the newest checkpoint is step 4
+    with pytest.raises(crash_after.Crash):
+        finetune(cut, crash_after(6))  # dies after step 6; the newest checkpoint is step 4
     resumed = finetune(FinetuneConfig(**{**cut.__dict__, "resume": True}))
     losses = [{r["step"]: r["loss"] for r in records_of(tmp_path / run) if "loss" in r} for run in ("whole", "cut")]
     assert losses[0] == losses[1] and len(losses[0]) == 10

@@ -132,34 +132,16 @@ def test_training_errors_exit_2(argv, message, capsys, tmp_path, monkeypatch):
     assert message in capsys.readouterr().err
 
 
-class Interrupt(Exception):
-    pass
-
-
-class StopAt:
-    """A reporter that 'crashes' the run right after a given step."""
-
-    def __init__(self, step):
-        self.at = step
-
-    def message(self, text):
-        pass
-
-    def step(self, step, total, loss, tokens_per_s):
-        if step == self.at:
-            raise Interrupt
-
-
 def step_losses(run_dir):
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {r["step"]: r["loss"] for r in records if "loss" in r}
 
 
-def test_resume_continues_with_the_same_masks_and_losses(corpus, tmp_path):
+def test_resume_continues_with_the_same_masks_and_losses(corpus, tmp_path, crash_after):
     whole = pretrain(config(corpus, tmp_path / "whole", max_steps=10, save_every=4, eval_every=5))
     interrupted = config(corpus, tmp_path / "cut", max_steps=10, save_every=4, eval_every=5)
-    with pytest.raises(Interrupt):
-        pretrain(interrupted, StopAt(6))  # dies after step 6; the newest checkpoint is step 4
+    with pytest.raises(crash_after.Crash):
+        pretrain(interrupted, crash_after(6))  # dies after step 6; the newest checkpoint is step 4
     with pytest.raises(ValueError, match="already holds a run"):
         pretrain(interrupted)
     resumed = pretrain(PretrainConfig(**{**interrupted.__dict__, "resume": True}))
@@ -218,13 +200,13 @@ def test_yaml_config_with_flags_overriding_it(corpus, tmp_path, capsys):
 def test_static_masking_reuses_dupe_factor_masks(bert_tokenizer, lines):
     from tokenmask.data.blocks import pack_texts
     from tokenmask.data.collator import MaskingCollator
-    from tokenmask.data.stream import epoch_batches
+    from tokenmask.data.stream import MicroBatches
 
     blocks = [{**b, "block": b["id"]} for b in pack_texts(lines[:200], bert_tokenizer, block_length=32)][:16]
 
     def labels_by_epoch(dupe_factor):
         collator = MaskingCollator(bert_tokenizer, seed=0)
-        stream = epoch_batches(blocks, collator, batch_size=16, seed=0, dupe_factor=dupe_factor)
+        stream = iter(MicroBatches(blocks, collator, batch_size=16, seed=0, dupe_factor=dupe_factor))
         epochs = []
         for _ in range(4):  # one batch = one epoch here; the rows come in a new order each epoch
             batch = next(stream)

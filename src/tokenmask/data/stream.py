@@ -138,19 +138,3 @@ def _ignore_stop_signals(worker: int) -> None:
     workers itself once it has saved a checkpoint, so the workers must not die first."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-def epoch_batches(
-    examples: Sequence[dict[str, Any]],
-    collator: Any,
-    *,
-    batch_size: int,
-    seed: int,
-    dupe_factor: int | None = None,
-    skip: int = 0,
-    shard: Shard = Shard(),
-    workers: int = 0,
-) -> Iterator[dict[str, Any]]:
-    """Micro-batches forever (:class:`MicroBatches`), collated here or by ``workers`` processes."""
-    stream = MicroBatches(examples, collator, batch_size=batch_size, seed=seed, dupe_factor=dupe_factor, skip=skip, shard=shard)
-    return micro_batches(stream, workers=workers)

@@ -361,7 +361,7 @@ def _restore(checkpoint: Path, optimizer, schedule: Schedule, result: TrainResul
     """Continue where ``checkpoint`` stopped: optimizer, schedule, step, tokens, this process's random state."""
     state = load_state(checkpoint)
     optimizer.load_state_dict(state["optimizer"])
-    if not restore_rng_state(state.get("rng", [{"cpu": state.get("torch_rng")}]), shard.rank):
+    if not restore_rng_state(state["rng"], shard.rank):
         reporter.message("the checkpoint was written by fewer processes: new processes' dropout is seeded afresh")
     horizon = schedule.horizon
     schedule.load(state)

@@ -18,7 +18,7 @@ from tokenmask.data.collator import MaskingCollator
 from tokenmask.data.corpus import read_texts
 from tokenmask.data.pretrain import PretrainBlocks, build_blocks, corpus_blocks
 from tokenmask.data.resources import shakespeare_scenes
-from tokenmask.data.stream import Shard, epoch_batches
+from tokenmask.data.stream import MicroBatches, Shard, micro_batches
 from tokenmask.data.vocab import require_mask_token
 from tokenmask.train.config import PretrainConfig
 from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
@@ -109,9 +109,10 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         return {"mlm_probability": collator.selection.mlm_probability}
 
     def batches(skip: int):
-        return epoch_batches(
+        stream = MicroBatches(
             blocks.train, collator, batch_size=config.batch_size, seed=config.seed, dupe_factor=config.dupe_factor,
-            skip=skip, shard=shard, workers=config.num_workers,
+            skip=skip, shard=shard,
         )  # fmt: skip
+        return micro_batches(stream, workers=config.num_workers)
 
     return Job(model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step)
