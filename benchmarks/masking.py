@@ -45,9 +45,9 @@ import transformers
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast
 
 from tokenmask import IGNORE_INDEX, MaskingCollator, Outcome, UnitConfig, mask_tokens
-from tokenmask.data.resources import shakespeare_scenes
-from tokenmask.data.tokenizers import load_tokenizer
-from tokenmask.data.vocab import tables_from_tokenizer
+from tokenmask.text.resources import shakespeare_scenes
+from tokenmask.text.tokenizer import load_tokenizer
+from tokenmask.text.token_tables import tables_from_tokenizer
 from tokenmask.masking import MaskedBatch, VocabTables
 
 SHAPES: tuple[tuple[int, int], ...] = ((64, 512), (512, 128))

@@ -5,7 +5,7 @@ seed) on the same 128-token blocks of the bundled Shakespeare with the same batc
 optimizer settings (AdamW, betas 0.9/0.98, eps 1e-6, weight decay 0.01, 6% warm-up, linear
 decay, gradient clipping at 1):
 
-- tokenmask: ``tokenmask.train.pretrain.pretrain`` (MaskingCollator, sparse prediction head,
+- tokenmask: ``tokenmask.recipes.pretrain.pretrain`` (MaskingCollator, sparse prediction head,
   loss normalised per optimizer step);
 - Hugging Face: ``transformers.Trainer`` + ``DataCollatorForLanguageModeling`` (full
   prediction head), as ``run_mlm.py`` does.
@@ -39,14 +39,14 @@ from pathlib import Path
 import torch
 from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
-from tokenmask.data.collator import MaskingCollator
-from tokenmask.data.pretrain import build_blocks
-from tokenmask.data.resources import shakespeare_scenes
-from tokenmask.data.tokenizers import load_tokenizer
-from tokenmask.train.config import PretrainConfig
-from tokenmask.train.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
+from tokenmask.collate.collator import MaskingCollator
+from tokenmask.blocks.build import build_blocks
+from tokenmask.text.resources import shakespeare_scenes
+from tokenmask.text.tokenizer import load_tokenizer
+from tokenmask.recipes.config import PretrainConfig
+from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.models import build_model
-from tokenmask.train.pretrain import pretrain
+from tokenmask.recipes.pretrain import pretrain
 
 WARMUP_STEPS = 3  # left out of the medians
 VALIDATION_SHARE = 0.02

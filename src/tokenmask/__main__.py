@@ -2,6 +2,6 @@
 
 import sys
 
-from tokenmask.cli import main
+from tokenmask.cli.main import main
 
 sys.exit(main())

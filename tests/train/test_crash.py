@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 import tokenmask
-from tokenmask.data.tokenizers import train_tokenizer
+from tokenmask.text.tokenizer import train_tokenizer
 
 STEPS = 40
 KILLS = 3  # each start costs ~10 s of imports on 2 cores: the test's time is mostly starts
@@ -39,7 +39,7 @@ def corpus_and_tokenizer(tmp_path_factory, lines):
 
 def command(corpus: Path, tokenizer: Path, output: Path) -> list[str]:
     return [
-        sys.executable, "-m", "tokenmask.cli", "pretrain", str(corpus), "--output", str(output),
+        sys.executable, "-m", "tokenmask", "pretrain", str(corpus), "--output", str(output),
         "--tokenizer", str(tokenizer), "--preset", "bert-tiny", "--max-steps", str(STEPS), "--save-every", "3",
         "--eval-every", "10", "--batch-size", "4", "--max-length", "32", "--cpu", "--no-demo", "--seed", "7",
         "--no-cache",  # the runs go side by side: no shared block cache to race on

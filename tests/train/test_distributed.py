@@ -19,10 +19,10 @@ def corpus(tmp_path_factory, lines):
 def run_pretrain(corpus, output, *, processes, batch_size, grad_accum, extra=()):
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     command = [
-        *(launcher if processes > 1 else [sys.executable]), "-m", "tokenmask.cli", "pretrain", str(corpus),
-        "--output", str(output), "--preset", "modernbert-tiny",  # no dropout: runs are comparable
+        *(launcher if processes > 1 else [sys.executable]), "-m", "tokenmask", "pretrain", str(corpus),
+        "--output", str(output), "--preset", "modernbert-tiny",  # no dropout, fp32 (bf16 autocast would round differently at batch 2 and 4): comparable
         "--batch-size", str(batch_size), "--grad-accum", str(grad_accum), "--max-steps", "5", "--eval-every", "5",
-        "--save-every", "5", "--max-length", "64", "--cpu", "--no-demo", "--seed", "3", "--validation-share", "0.1", *extra,
+        "--save-every", "5", "--max-length", "64", "--cpu", "--precision", "fp32", "--no-demo", "--seed", "3", "--validation-share", "0.1", *extra,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -70,7 +70,7 @@ def test_finetuning_on_two_processes_matches_one_process(tmp_path, reviews_csv, 
         command = [
             *(launcher if processes > 1 else [sys.executable]), "-m", "tokenmask", "finetune", str(reviews_csv),
             "--model", str(model), "--output", str(output), "--group-by", "movie", "--batch-size",
-            str(batch_size), "--max-steps", "4", "--eval-every", "2", "--lr", "1e-3", "--cpu", "--seed", "1",
+            str(batch_size), "--max-steps", "4", "--eval-every", "2", "--lr", "1e-3", "--cpu", "--precision", "fp32", "--seed", "1",
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]

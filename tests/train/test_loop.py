@@ -6,11 +6,11 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
-from tokenmask.cli import main
+from tokenmask.cli.main import main
 from tokenmask.train.checkpoint import checkpoint_folders, load_state
-from tokenmask.train.config import PretrainConfig
+from tokenmask.recipes.config import PretrainConfig
 from tokenmask.train.loop import backward_step
-from tokenmask.train.pretrain import pretrain
+from tokenmask.recipes.pretrain import pretrain
 
 
 def tiny_bert():
@@ -198,9 +198,9 @@ def test_yaml_config_with_flags_overriding_it(corpus, tmp_path, capsys):
 
 
 def test_static_masking_reuses_dupe_factor_masks(bert_tokenizer, lines):
-    from tokenmask.data.blocks import pack_texts
-    from tokenmask.data.collator import MaskingCollator
-    from tokenmask.data.stream import MicroBatches
+    from tokenmask.blocks.pack import pack_texts
+    from tokenmask.collate.collator import MaskingCollator
+    from tokenmask.collate.stream import MicroBatches
 
     blocks = [{**b, "block": b["id"]} for b in pack_texts(lines[:200], bert_tokenizer, block_length=32)][:16]
 

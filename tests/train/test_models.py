@@ -7,8 +7,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertModel
 
-from tokenmask.data import resources
-from tokenmask.data.resources import minilm_dir
+from tokenmask.text import resources
+from tokenmask.text.resources import minilm_dir
 from tokenmask.train.heads import masked_lm_loss, split_masked_lm
 from tokenmask.train.models import (
     PRESETS,

@@ -13,10 +13,10 @@ from safetensors.torch import load_file
 from transformers import BertConfig, BertForMaskedLM
 
 import tokenmask.train.runs as runs
-from tokenmask.data.tokenizers import train_tokenizer
+from tokenmask.text.tokenizer import train_tokenizer
 from tokenmask.train.checkpoint import MANIFEST_FILE, STATE_FILE, save_checkpoint, verify_checkpoint
-from tokenmask.train.config import FinetuneConfig, PretrainConfig
-from tokenmask.train.pretrain import pretrain
+from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
+from tokenmask.recipes.pretrain import pretrain
 from tokenmask.train.runs import check_output, clear_old_run, save_resumable
 
 

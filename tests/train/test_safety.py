@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from tokenmask.cli import main
+from tokenmask.cli.main import main
 
 
 class Payload:

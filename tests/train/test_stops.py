@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from transformers import BertConfig, BertForMaskedLM
 
 from tokenmask.train.checkpoint import newest_valid_checkpoint
-from tokenmask.train.config import PretrainConfig
+from tokenmask.recipes.config import PretrainConfig
 from tokenmask.train.interrupt import Interrupted
 from tokenmask.train.loop import Job, NonFiniteSteps, mlm_loss_sum, train
 
@@ -99,7 +99,7 @@ def corpus(tmp_path_factory, lines):
 
 def pretrain_command(corpus, output, *extra):
     return [
-        sys.executable, "-m", "tokenmask.cli", "pretrain", str(corpus), "--output", str(output), "--preset", "bert-tiny",
+        sys.executable, "-m", "tokenmask", "pretrain", str(corpus), "--output", str(output), "--preset", "bert-tiny",
         "--max-steps", "40", "--batch-size", "4", "--max-length", "32", "--eval-every", "1000", "--save-every", "1000",
         "--cpu", "--no-demo", "--seed", "5", *extra,
     ]  # fmt: skip

@@ -1,6 +1,6 @@
 """Vocabulary lookup tables for masking: which ids are protected, which may be drawn.
 
-Built once (from a tokenizer by :func:`tokenmask.data.vocab.tables_from_tokenizer`, or by
+Built once (from a tokenizer by :func:`tokenmask.text.token_tables.tables_from_tokenizer`, or by
 hand from ids); masking then does array lookups, never per-row Python calls.
 """
 

@@ -1,1 +1,1 @@
-"""Models, the training loop, evaluation and checkpoints: the only place with models and optimizers."""
+"""The training loop and what only it uses: models and heads, schedule, processes, interrupts, checkpoints, run folders, logs."""

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import torch
 from accelerate import Accelerator
 
-from tokenmask.data.stream import Shard
+from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_checkpoint
 from tokenmask.train.heads import masked_lm_loss

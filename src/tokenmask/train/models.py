@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from tokenmask.data.resources import minilm_dir
+from tokenmask.text.resources import minilm_dir
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
     from transformers import ModernBertConfig, PreTrainedModel, PreTrainedTokenizerFast, RobertaConfig
@@ -240,7 +240,7 @@ def paired_tokenizer(model: str | Path | None, tokenizer: str | Path | None) -> 
 
     ``tokenizer`` when given, else the model's own (the folder's tokenizer files, minilm's),
     else bert-base-uncased. A given ``tokenizer`` must have the vocabulary of the model's
-    own, entry for entry (:func:`~tokenmask.data.tokenizers.require_same_vocabulary`): the
+    own, entry for entry (:func:`~tokenmask.text.tokenizer.require_same_vocabulary`): the
     model knows its ids by number, so another vocabulary would quietly feed it other words.
 
     ``paired_tokenizer("runs/a/model", None)`` -> the tokenizer saved in ``runs/a/model``.
@@ -248,7 +248,7 @@ def paired_tokenizer(model: str | Path | None, tokenizer: str | Path | None) -> 
     Raises:
         ValueError: the two vocabularies differ (naming both); a tokenizer that cannot be loaded.
     """
-    from tokenmask.data.tokenizers import DEFAULT_TOKENIZER, load_tokenizer, require_same_vocabulary
+    from tokenmask.text.tokenizer import DEFAULT_TOKENIZER, load_tokenizer, require_same_vocabulary
 
     own = _own_tokenizer(model)
     if tokenizer is None:

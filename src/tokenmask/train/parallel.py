@@ -2,7 +2,7 @@
 
 A run is one process, or several started by ``accelerate launch`` or ``torchrun`` (DDP; FSDP
 through an Accelerate config). Each process trains on its own slice of every global batch
-(:class:`~tokenmask.data.stream.MicroBatches`); the loss of a step is divided by the number of
+(:class:`~tokenmask.collate.stream.MicroBatches`); the loss of a step is divided by the number of
 targets in all processes together; the numbers the loop decides on (loss, tokens, time, stop
 requests) are summed across processes, so every process takes the same decisions. Also here:
 the one Accelerator of a run, on the device and precision asked for.
@@ -19,7 +19,7 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 from torch import nn
 
-from tokenmask.data.stream import Shard
+from tokenmask.collate.stream import Shard
 
 
 class LossModule(nn.Module):

@@ -1,0 +1,380 @@
+"""The pre-training corpus as fixed-length blocks on disk, with a deterministic train/validation split.
+
+Documents are split by a hash of their text (so the split does not depend on their order or
+number), encoded in batches and packed into blocks (:class:`tokenmask.blocks.pack.BlockPacker`)
+in one streaming pass, written to Arrow files and read back memory-mapped
+(:mod:`tokenmask.blocks.store`). Entries are cached by a key over the corpus, the tokenizer and
+the settings (:mod:`tokenmask.blocks.cache`): the second call with the same key tokenizes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Sequence, Sized
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
+    from transformers import PreTrainedTokenizerBase
+
+from tokenmask.blocks.pack import BlockPacker, PackingCounts, batched, encode_documents, frame_ids
+from tokenmask.blocks.cache import (
+    cache_key,
+    default_cache_root,
+    publish,
+    staging_folder,
+    texts_fingerprint,
+    tokenizer_fingerprint,
+)
+from tokenmask.text.corpus import Unit, expand_paths, fingerprint_sources, read_documents
+from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
+from tokenmask.blocks.progress import EncodingProgress
+
+DEFAULT_VALIDATION_SHARE = 0.02
+"""Share of documents held out by default (``pretrain`` and ``evaluate`` agree on it)."""
+
+_META = "meta.json"
+_SIDES = ("train", "validation")
+
+
+@dataclass(frozen=True)
+class PretrainBlocks:
+    """Training and validation blocks (``input_ids``, ``word_ids``, ``id``) and what was kept.
+
+    ``train`` and ``validation`` are :class:`~tokenmask.blocks.store.BlockSequence` s
+    (memory-mapped Arrow) or lists: ``len``, ``x[i]`` and ``x[a:b]`` work on both.
+    """
+
+    train: Sequence[dict[str, Any]]
+    validation: Sequence[dict[str, Any]]
+    documents: int
+    """Documents packed into blocks."""
+    tokens: int
+    """Tokens in all blocks: the kept text tokens plus the start / separator tokens."""
+    block_length: int
+    empty_documents: int
+    """Documents read that were empty or white space only: skipped."""
+    tokenless_documents: int
+    """Non-blank documents the tokenizer turned into no token at all: skipped."""
+    text_tokens: int
+    """Tokens the tokenizer produced for the documents packed."""
+    frame_tokens: int
+    """Start and separator tokens the packer added."""
+    invalid_utf8: int = 0
+    """Lines (or records) read whose bytes that are not UTF-8 were replaced by U+FFFD."""
+    first_invalid_utf8: str | None = None
+    """Where the first of them is: ``"a.txt:3"``."""
+    cache: str | None = None
+    """The cache entry the blocks live in, or None (not cached)."""
+    from_cache: bool = False
+    """Whether that entry existed already (nothing was tokenized)."""
+
+    @property
+    def documents_read(self) -> int:
+        return self.documents + self.empty_documents + self.tokenless_documents
+
+    @property
+    def kept_tokens(self) -> int:
+        """Text tokens in the blocks; equal to ``text_tokens`` unless tokens were dropped."""
+        return self.tokens - self.frame_tokens
+
+    def describe(self) -> str:
+        """One line: documents read and skipped, tokens produced and kept, blocks, cache.
+
+        The bundled plays: ``"781 documents read, 0 empty skipped: 1,148,735 tokens, all kept,
+        in 8,849 training and 203 validation blocks of 128 (+9,833 start/separator tokens);
+        cached in ~/.cache/tokenmask/blocks/7a16…"``; a corpus with bad bytes adds
+        ``", 3 lines with invalid UTF-8 replaced (first: a.txt:2)"`` after the skipped ones.
+        """
+        skipped = f"{self.empty_documents:,} empty skipped"
+        if self.tokenless_documents:
+            skipped += f", {self.tokenless_documents:,} without any token skipped"
+        if self.invalid_utf8:
+            stats = ReadStats(invalid_utf8=self.invalid_utf8, first_invalid=self.first_invalid_utf8)
+            skipped += f", {stats.describe()}"
+        dropped = self.text_tokens - self.kept_tokens
+        kept = "all kept" if dropped == 0 else f"{self.kept_tokens:,} kept, {dropped:,} DROPPED"
+        text = (
+            f"{self.documents_read:,} documents read, {skipped}: {self.text_tokens:,} tokens, {kept}, "
+            f"in {len(self.train):,} training and {len(self.validation):,} validation blocks of "
+            f"{self.block_length} (+{self.frame_tokens:,} start/separator tokens)"
+        )
+        if self.cache is not None:
+            text += f"; {'loaded from' if self.from_cache else 'cached in'} {self.cache}"
+        return text
+
+
+def is_validation(text: str, share: float) -> bool:
+    """Deterministic document-level split: a hash of the text below ``share``."""
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2**64 < share
+
+
+def build_blocks(
+    texts: Iterable[str],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    block_length: int,
+    validation_share: float,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = True,
+    progress: bool | None = None,
+    batch_size: int = 1000,
+) -> PretrainBlocks:
+    """Split documents, pack each side into blocks of ``block_length`` tokens.
+
+    Every token of every non-empty document is kept (the last block of each side may be
+    shorter). Validation block ids start after the training ones, so ids are unique.
+
+    Args:
+        texts: the documents. A list or tuple is looked up in the cache by a hash of its
+            texts; any other iterable is read once, as a stream, and not cached (use
+            :func:`corpus_blocks` to cache a corpus on disk without reading it first).
+        tokenizer: a fast tokenizer (word ids come from it).
+        block_length: tokens per block, frame tokens included.
+        validation_share: share of documents held out, in [0, 1).
+        cache_dir: cache root; None is ``$TOKENMASK_CACHE`` or ``~/.cache/tokenmask``.
+        use_cache: False builds in a temporary folder, neither reading nor writing the cache.
+        progress: show a progress bar on stderr; None shows it when stderr is a terminal.
+        batch_size: texts encoded per tokenizer call.
+
+    Raises:
+        ValueError: bad settings, no text, or too little for training.
+    """
+    _check_settings(block_length, validation_share, batch_size)
+    key = None
+    if use_cache and isinstance(texts, (list, tuple)):
+        source = {"texts": texts_fingerprint(texts), "count": len(texts)}
+        key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
+    total = len(texts) if isinstance(texts, Sized) else None
+    return _cached_or_built(
+        lambda: iter(texts), tokenizer, key=key, root=_root(cache_dir), block_length=block_length,
+        validation_share=validation_share, progress=progress, total=total, batch_size=batch_size,
+    )
+
+
+def corpus_blocks(
+    paths: Iterable[str | Path],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    block_length: int,
+    validation_share: float,
+    unit: Unit = "paragraph",
+    text_field: str = "text",
+    split: str | None = None,
+    strict: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = True,
+    progress: bool | None = None,
+    batch_size: int = 1000,
+) -> PretrainBlocks:
+    """:func:`build_blocks` for a corpus on disk, streamed, cached by its files' identity.
+
+    The cache key covers each file's path, size and modification time (not its contents,
+    so a cache hit reads nothing), the tokenizer, ``block_length``, ``validation_share``,
+    ``unit``, ``text_field``, ``split``, ``strict`` and ``max_line_bytes``. Change a file and
+    the entry is rebuilt. Lines with bytes that are not UTF-8 are counted in the blocks
+    (``invalid_utf8``) and in the entry, so a cache hit reports them too.
+
+    Args:
+        paths: files, folders and globs (:func:`tokenmask.text.corpus.expand_paths`).
+        unit / text_field / split / strict / max_line_bytes: how documents are read
+            (:func:`tokenmask.text.corpus.read_documents`); ``unit`` defaults to
+            ``"paragraph"`` (a document per paragraph of text files).
+        Others: as in :func:`build_blocks`.
+
+    Raises:
+        FileNotFoundError: a path matches nothing.
+        ValueError: bad settings, a source that cannot be read (see ``read_documents``), no text.
+    """
+    _check_settings(block_length, validation_share, batch_size)
+    sources = expand_paths(paths)
+    key = None
+    if use_cache:
+        source = {"files": fingerprint_sources(sources), "unit": unit, "text_field": text_field, "split": split,
+                  "strict": strict, "max_line_bytes": max_line_bytes}  # fmt: skip
+        key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
+    stats = ReadStats()
+    reading = dict(unit=unit, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
+    return _cached_or_built(
+        lambda: read_documents(sources, **reading, stats=stats), tokenizer,
+        key=key, root=_root(cache_dir), block_length=block_length, validation_share=validation_share,
+        progress=progress, total=None, batch_size=batch_size, stats=stats,
+    )
+
+
+def _check_settings(block_length: int, validation_share: float, batch_size: int) -> None:
+    if block_length < 2:
+        raise ValueError(f"block_length must be at least 2; got {block_length}")
+    if not 0.0 <= validation_share < 1.0:
+        raise ValueError(f"validation_share must be in [0, 1); got {validation_share}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1; got {batch_size}")
+
+
+def _root(cache_dir: str | Path | None) -> Path:
+    return Path(cache_dir) if cache_dir is not None else default_cache_root()
+
+
+def _key_settings(
+    source: dict[str, Any], tokenizer: PreTrainedTokenizerBase, block_length: int, validation_share: float
+) -> dict[str, Any]:
+    return {
+        "source": source,
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "block_length": block_length,
+        "validation_share": validation_share,
+    }
+
+
+def _cached_or_built(
+    documents: Callable[[], Iterable[str]],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    key: str | None,
+    root: Path,
+    block_length: int,
+    validation_share: float,
+    progress: bool | None,
+    total: int | None,
+    batch_size: int,
+    stats: ReadStats | None = None,
+) -> PretrainBlocks:
+    """Load the entry ``key`` when it exists; else build it (in a staging folder) and publish it.
+
+    Without a key, build in a temporary folder, map the files and delete the folder (on
+    POSIX the mapped files live on until the blocks are freed).
+    """
+    entry = root / "blocks" / key if key is not None else None
+    if entry is not None and (entry / _META).is_file():
+        return _load(entry, cache=str(entry), from_cache=True)
+    staging = staging_folder(entry.parent if entry is not None else None)
+    try:
+        with EncodingProgress(enabled=_show_progress(progress), total=total) as bar:
+            _write_entry(documents(), tokenizer, staging, block_length=block_length, validation_share=validation_share,
+                         batch_size=batch_size, progress=bar, stats=stats or ReadStats())
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if entry is None:
+        blocks = _load(staging, cache=None, from_cache=False)
+        shutil.rmtree(staging, ignore_errors=True)
+        return blocks
+    return _load(publish(staging, entry, complete_marker=_META), cache=str(entry), from_cache=False)
+
+
+def _show_progress(progress: bool | None) -> bool:
+    return sys.stderr.isatty() if progress is None else progress
+
+
+def _write_entry(
+    documents: Iterable[str],
+    tokenizer: PreTrainedTokenizerBase,
+    folder: Path,
+    *,
+    block_length: int,
+    validation_share: float,
+    batch_size: int,
+    progress: EncodingProgress,
+    stats: ReadStats,
+) -> None:
+    """One pass: read, split, encode and pack the documents into ``folder``; ``meta.json`` last.
+
+    ``stats`` is the reader's count of repaired lines (complete once ``documents`` is read).
+
+    Raises:
+        ValueError: nothing to train on (the message says why: no text at all, or none on
+            the training side).
+    """
+    from tokenmask.blocks.store import BlockWriter  # pyarrow: not on the import path of `tokenmask --help`
+
+    start, separator = frame_ids(tokenizer)
+    packers = {side: BlockPacker(block_length=block_length, start=start, separator=separator) for side in _SIDES}
+    read = empty = 0
+    with BlockWriter(folder / "train.arrow") as train, BlockWriter(folder / "validation.part") as validation:
+        writers = {"train": train, "validation": validation}
+        for chunk in batched(documents, batch_size):
+            texts = [text for text in chunk if text.strip()]
+            read, empty = read + len(chunk), empty + len(chunk) - len(texts)
+            sides = ["validation" if is_validation(text, validation_share) else "train" for text in texts]
+            for side, (ids, word_ids) in zip(sides, encode_documents(texts, tokenizer)):
+                writers[side].write(packers[side].add(ids, word_ids))
+            progress.update(documents=read, tokens=sum(p.counts.text_tokens for p in packers.values()))
+        for side in _SIDES:
+            writers[side].write(packers[side].finish())
+    if packers["train"].counts.blocks == 0:
+        raise ValueError(_no_training_text(read, empty, packers["validation"].counts.documents))
+    _offset_ids(folder / "validation.part", folder / "validation.arrow", packers["train"].counts.blocks)
+    meta = {
+        "block_length": block_length, "empty_documents": empty, **_merged(packers),
+        "invalid_utf8": stats.invalid_utf8, "first_invalid_utf8": stats.first_invalid,
+    }  # fmt: skip
+    (folder / _META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+def _no_training_text(read: int, empty: int, validation: int) -> str:
+    """Why there is no training block: ``"... no text for training: 3 documents read, all empty or blank"``."""
+    if read == 0:
+        return "the corpus holds no text for training: no document at all (empty files, or only blank lines)"
+    if validation == 0:
+        return f"the corpus holds no text for training: {read:,} documents read, all empty, blank or without a token"
+    which = "the only document" if validation == 1 else f"all {validation:,} documents"
+    return (
+        f"the corpus holds no text for training: {which} with text went to the validation side "
+        "(give more documents, or a lower --validation-share)"
+    )
+
+
+def _offset_ids(part: Path, path: Path, offset: int) -> None:
+    """Copy the validation blocks with ids after the training ones (known only at the end)."""
+    from tokenmask.blocks.store import BlockWriter, read_blocks
+
+    with BlockWriter(path, ids_offset=offset) as writer:
+        writer.write(read_blocks(part))
+    part.unlink()
+
+
+def _merged(packers: dict[str, BlockPacker]) -> dict[str, int]:
+    counts = [p.counts for p in packers.values()]
+    return {name: sum(getattr(c, name) for c in counts) for name in PackingCounts.__dataclass_fields__}
+
+
+def _load(folder: Path, *, cache: str | None, from_cache: bool) -> PretrainBlocks:
+    from tokenmask.blocks.store import BlockSequence
+
+    meta = json.loads((folder / _META).read_text(encoding="utf-8"))
+    return PretrainBlocks(
+        train=BlockSequence.open(folder / "train.arrow"),
+        validation=BlockSequence.open(folder / "validation.arrow"),
+        documents=meta["documents"],
+        tokens=meta["block_tokens"],
+        block_length=meta["block_length"],
+        empty_documents=meta["empty_documents"],
+        tokenless_documents=meta["tokenless_documents"],
+        text_tokens=meta["text_tokens"],
+        frame_tokens=meta["frame_tokens"],
+        invalid_utf8=meta["invalid_utf8"],
+        first_invalid_utf8=meta["first_invalid_utf8"],
+        cache=cache,
+        from_cache=from_cache,
+    )
+
+
+def held_out_lines(texts: Sequence[str], validation_share: float, count: int) -> list[str]:
+    """A few sentences from validation documents, for a fill-mask demo."""
+    lines = []
+    for text in texts:
+        if is_validation(text, validation_share):
+            for sentence in text.replace("?", ".").replace("!", ".").split(". "):
+                words = sentence.split()
+                if 6 <= len(words) <= 14:
+                    lines.append(" ".join(words).rstrip(".") + ".")
+                    break
+        if len(lines) == count:
+            break
+    return lines

@@ -1,0 +1,196 @@
+"""Terminal and JSON views of masked examples and masking audits (rich)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tokenmask.use.audit import Estimate, MaskingAudit
+from tokenmask.collate.collator import MaskingCollator
+from tokenmask.blocks.encode import encode_texts
+from tokenmask.collate.stream import Shard
+from tokenmask.masking import Outcome
+
+OUTCOME_NAMES = {Outcome.NONE: "none", Outcome.MASK: "mask", Outcome.RANDOM: "random", Outcome.KEEP: "keep"}
+_STYLES = {"mask": "bold white on red", "random": "bold black on yellow", "keep": "bold black on green"}
+
+
+def masked_examples(texts: Sequence[str], collator: MaskingCollator, *, max_length: int) -> list[dict[str, Any]]:
+    """Mask ``texts`` (ids 0, 1, …) and describe each: tokens before and after, outcome per token."""
+    tokenizer = collator.tokenizer
+    batch, masked = collator.mask(encode_texts(texts, tokenizer, max_length=max_length))
+    examples = []
+    for row, text in enumerate(texts):
+        length = int(batch.lengths[row])
+        original = batch.input_ids[row, :length].tolist()
+        corrupted = masked.input_ids[row, :length].tolist()
+        examples.append(
+            {
+                "text": text,
+                "tokens": tokenizer.convert_ids_to_tokens(original),
+                "inputs": tokenizer.convert_ids_to_tokens(corrupted),
+                "outcomes": [OUTCOME_NAMES[Outcome(o)] for o in masked.outcome[row, :length].tolist()],
+                "labels": masked.labels[row, :length].tolist(),
+            }
+        )
+    return examples
+
+
+def print_masked(examples: Sequence[dict[str, Any]], console: Console | None = None) -> None:
+    """Original and corrupted tokens aligned in columns, targets coloured by outcome.
+
+    Long examples wrap in aligned pairs of lines. Without colour (a pipe, ``NO_COLOR``), a
+    third line marks targets: ``M`` mask, ``R`` random, ``K`` keep.
+    """
+    console = console or Console(highlight=False)
+    plain = console.no_color or not console.is_terminal
+    legend = Text("targets: ")
+    for name, style in _STYLES.items():
+        legend.append(f" {name} ", style=style)
+        legend.append(" ")
+    console.print(legend if not plain else "targets marked below the input: M mask, R random, K keep")
+    counts = {name: 0 for name in _STYLES}
+    room = max(20, console.width - 12)
+    for example in examples:
+        console.print()
+        cells = list(zip(example["tokens"], example["inputs"], example["outcomes"]))
+        line: list[tuple[str, str, str]] = []
+        used = 0
+        for cell in cells + [None]:
+            width = 0 if cell is None else max(len(cell[0]), len(cell[1])) + 1
+            if cell is None or (line and used + width > room):
+                _print_pair(console, line, plain)
+                line, used = [], 0
+            if cell is not None:
+                line.append(cell)
+                used += width
+                if cell[2] in counts:
+                    counts[cell[2]] += 1
+    total = sum(counts.values())
+    tokens = sum(len(e["tokens"]) for e in examples)
+    console.print(
+        f"\n{total} targets in {tokens} tokens: " + ", ".join(f"{n} {name}" for name, n in counts.items())
+    )
+
+
+def _print_pair(console: Console, cells: list[tuple[str, str, str]], plain: bool) -> None:
+    original, corrupted, marks = Text("  original  "), Text("  input     "), Text("            ")
+    for token, new, outcome in cells:
+        width = max(len(token), len(new))
+        style = _STYLES.get(outcome, "")
+        original.append(token.ljust(width) + " ", style="underline" if style else "")
+        corrupted.append(new.ljust(width), style=style)
+        corrupted.append(" ")
+        marks.append((outcome[0].upper() if style else "").ljust(width + 1))
+    console.print(original, no_wrap=True, overflow="ignore")
+    console.print(corrupted, no_wrap=True, overflow="ignore")
+    if plain:
+        console.print(marks, no_wrap=True, overflow="ignore")
+
+
+def _estimate_row(estimate: Estimate) -> list[str]:
+    low, high = estimate.interval
+    expected = "" if estimate.expected is None else f"{estimate.expected:.4f}"
+    verdict = {True: "[green]ok[/]", False: "[red]outside[/]", None: ""}[estimate.consistent]
+    return [estimate.name, f"{estimate.count:,}", f"{estimate.rate:.4f}", f"{low:.4f}–{high:.4f}", expected, verdict]
+
+
+def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
+    """Tables of rates and unit lengths with 99% intervals; the must-be-zero counts."""
+    console = console or Console(highlight=False)
+    console.print(f"{audit.sequences:,} sequences, {audit.tokens:,} tokens, {audit.eligible:,} eligible, {audit.targets:,} targets")
+    sections = (
+        ("selection (of eligible tokens) and corruption (of targets)", audit.estimates()),
+        (f"lengths of selected units, in {audit.unit_length_kind}", audit.length_estimates()),
+    )
+    for title, estimates in sections:
+        table = Table(title=title)
+        for column in ("measure", "count", "share", "99% interval", "configured", "check"):
+            table.add_column(column, no_wrap=True)
+        for estimate in estimates:
+            table.add_row(*_estimate_row(estimate))
+        console.print(table)
+    for label, value in (("special tokens selected", audit.special_targets), ("protected ids drawn as random replacements", audit.protected_draws)):
+        mark = "[green]ok[/]" if value == 0 else "[red]ERROR[/]"
+        console.print(f"{label}: {value} (must be 0) {mark}")
+    console.print(
+        "[dim]Lengths leave out units cut by a block end or separator. min_masks_per_sequence "
+        "raises the selected share on short sequences.[/]"
+    )
+
+
+class ProgressReporter:
+    """Training progress on the terminal: messages, and a bar with loss, tokens/s and ETA.
+
+    Under ``torchrun`` / ``accelerate launch`` only the main process (``RANK`` 0) shows anything.
+    """
+
+    def __init__(self, console: Console | None = None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.shown = Shard.from_environment().is_main
+        self.console = console or Console(highlight=False, quiet=not self.shown)
+        self.progress = Progress(
+            TextColumn("step {task.completed}"),
+            BarColumn(),
+            TextColumn("loss {task.fields[loss]:.3f}  {task.fields[speed]:,.0f} tok/s"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("train", total=None, loss=float("nan"), speed=0.0)
+
+    def __enter__(self) -> ProgressReporter:
+        if self.shown:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.shown:
+            self.progress.stop()
+
+    def message(self, text: str) -> None:
+        self.progress.console.print(text)
+
+    def step(self, step: int, total: int | None, loss: float, tokens_per_s: float) -> None:
+        self.progress.update(self.task, completed=step, total=total, loss=loss, speed=tokens_per_s)
+
+
+def print_fill_demo(model_dir, lines: Sequence[str], console: Console | None = None) -> None:
+    """Hide one word of each held-out line and show the model's top 3 guesses, with a tally.
+
+    The hidden word is picked by a hash of the line (not chosen to flatter the model), so the
+    demo shows what the model gets right and wrong, the same on every run.
+    """
+    from tokenmask.use.fill import fill_mask, load_fill_mask
+
+    console = console or Console(highlight=False)
+    fill = load_fill_mask(model_dir)
+    console.print("\nfill-mask on held-out lines (one word hidden, picked by a hash of the line):")
+    hits = 0
+    for line in lines:
+        words = line.split()
+        target = demo_word(words, line)
+        hidden = words[target].strip(".,;:!?'\"")
+        masked = " ".join(w.replace(hidden, "[MASK]", 1) if i == target else w for i, w in enumerate(words))
+        guesses = fill_mask(fill, masked, top_k=3)[0]
+        hit = hidden.lower() in [g["token"] for g in guesses]
+        hits += hit
+        shown = ", ".join(f"{g['token']} ({g['score']:.2f})" for g in guesses)
+        console.print(f"  {masked}\n    answer: {hidden.lower()}   guesses: {shown}   {'[green]in top 3[/]' if hit else ''}")
+    console.print(f"answer among the top 3 guesses in {hits} of {len(lines)} lines")
+
+
+def demo_word(words: Sequence[str], line: str) -> int:
+    """Index of the word a demo hides: a hash of the line picks among the alphabetic words.
+
+    ``["To", "be,", "or"]`` -> one of 0, 1, 2, the same for the same line on every run.
+    """
+    candidates = [i for i, w in enumerate(words) if w.strip(".,;:!?'\"").isalpha()] or list(range(len(words)))
+    digest = int.from_bytes(hashlib.blake2b(line.encode("utf-8"), digest_size=4).digest(), "little")
+    return candidates[digest % len(candidates)]

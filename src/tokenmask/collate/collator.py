@@ -1,0 +1,231 @@
+"""``MaskingCollator``: a drop-in MLM collator for the Hugging Face ``Trainer`` and ``DataLoader``.
+
+Thin glue: pad the examples (:mod:`.batch`), build word ids if the strategy needs them and the
+examples lack them, run :func:`tokenmask.masking.mask_tokens`, return tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from tokenmask.collate.pad import (
+    CONSUMED_KEYS,
+    Feature,
+    PaddedBatch,
+    column,
+    left_pad,
+    pad_examples,
+    spans_to_array,
+)
+from tokenmask.text.token_tables import tables_from_tokenizer, word_ids_from_decoder
+from tokenmask.masking import (
+    IGNORE_INDEX,
+    CorruptionConfig,
+    MaskedBatch,
+    SelectionConfig,
+    UnitConfig,
+    mask_tokens,
+)
+from tokenmask.masking.config import SelectionMode, Strategy
+
+
+class MaskingCollator:
+    """Pads a list of examples and masks them for MLM; deterministic per example.
+
+    Accepts examples with ``input_ids`` (list, numpy array or tensor) and optionally
+    ``attention_mask``, ``word_ids`` (-1 or None on special tokens), ``special_tokens_mask``,
+    ``given_spans`` (for strategy 'given': ``[[start, end), …]`` token offsets) and a stable
+    example id under ``id`` (or ``idx``; integer or string). Returns ``input_ids``,
+    ``attention_mask`` and ``labels`` tensors (labels: original id at targets, -100
+    elsewhere); other keys pass through (see :func:`tokenmask.collate.pad.collate_extras`).
+
+    Determinism: the mask of an example is a pure function of ``(seed, epoch, example id,
+    tokens)``. Without an ``id`` key the id is a hash of the example's tokens. Call
+    :meth:`set_epoch` each epoch for dynamic masking (RoBERTa); for static masking with a dupe
+    factor ``k`` call ``set_epoch(epoch % k)``. With DataLoader workers, call ``set_epoch``
+    before creating the epoch's iterator (not with ``persistent_workers=True``). With the
+    Hugging Face ``Trainer``, add :class:`tokenmask.collate.callback.MaskingCallback`, which calls
+    it, and set ``remove_unused_columns=False`` so that ``id`` and ``word_ids`` reach the collator.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer with a mask token (fast tokenizer needed for
+            word-based strategies when examples carry no ``word_ids``).
+        mlm_probability: share of eligible tokens selected as targets, in (0, 1].
+        mask_replace_prob: share of targets replaced by the mask token.
+        random_replace_prob: share of targets replaced by a random token (never a special,
+            padding or ``[unused*]`` id); the rest are kept.
+        pad_to_multiple_of: round the batch width up to a multiple of this.
+        seed: run seed.
+        strategy: 'token', 'whole_word', 'span', 'ngram' or 'given'.
+        selection: 'bernoulli' (each unit independently, as Hugging Face) or 'exact'
+            (round(p · eligible) target tokens per sequence, as the original BERT).
+        min_masks_per_sequence: at least this many units per sequence (default 1: no
+            sequence, hence no batch, is without a target).
+        max_predictions: cap on target tokens per sequence.
+        corrupt_per_unit: decide mask / random / keep once per unit instead of per token.
+        span_geometric_p: span strategy: lengths in words ~ Geometric(p).
+        span_max_words: span strategy: longest span in words.
+        ngram_max_n: ngram strategy: largest n.
+        protected_ids: further token ids never to select.
+        replace_counts: ``(V,)`` unigram counts for frequency-weighted random replacements.
+        mlm, whole_word_mask, return_tensors: Hugging Face's arguments, accepted so that the
+            collator drops in: ``mlm`` must be True, ``return_tensors`` "pt";
+            ``whole_word_mask=True`` means ``strategy="whole_word"``.
+
+    Raises:
+        ValueError: any setting out of range, or a tokenizer without a mask token.
+
+    Example::
+
+        collator = MaskingCollator(tokenizer, strategy="whole_word", seed=0)
+        batch = collator([tokenizer("To be, or not to be")])
+        batch["labels"]  # -100 except at the targets
+    """
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        mlm_probability: float = 0.15,
+        mask_replace_prob: float = 0.8,
+        random_replace_prob: float = 0.1,
+        pad_to_multiple_of: int | None = None,
+        seed: int = 0,
+        strategy: Strategy = "token",
+        selection: SelectionMode = "bernoulli",
+        min_masks_per_sequence: int = 1,
+        max_predictions: int | None = None,
+        corrupt_per_unit: bool = False,
+        span_geometric_p: float = 0.2,
+        span_max_words: int = 10,
+        ngram_max_n: int = 3,
+        protected_ids: Iterable[int] = (),
+        replace_counts: np.ndarray | None = None,
+        mlm: bool = True,
+        whole_word_mask: bool = False,
+        return_tensors: str = "pt",
+    ) -> None:
+        if not mlm:
+            raise ValueError(
+                "MaskingCollator is for masked-language modelling (mlm=True); for causal-LM "
+                "labels use transformers' DataCollatorForLanguageModeling(mlm=False)"
+            )
+        if return_tensors != "pt":
+            raise ValueError(f"return_tensors must be 'pt' (PyTorch tensors); got {return_tensors!r}")
+        if whole_word_mask:
+            if strategy not in ("token", "whole_word"):
+                raise ValueError(f"whole_word_mask=True conflicts with strategy={strategy!r}")
+            strategy = "whole_word"
+        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
+            raise ValueError(f"pad_to_multiple_of must be >= 1 or None; got {pad_to_multiple_of}")
+        self.unit_config = UnitConfig(
+            strategy=strategy,
+            span_geometric_p=span_geometric_p,
+            span_max_words=span_max_words,
+            ngram_max_n=ngram_max_n,
+        )
+        self.selection = SelectionConfig(
+            mlm_probability=mlm_probability,
+            mode=selection,
+            min_masks_per_sequence=min_masks_per_sequence,
+            max_predictions=max_predictions,
+        )
+        self.corruption = CorruptionConfig(
+            mask_replace_prob=mask_replace_prob,
+            random_replace_prob=random_replace_prob,
+            per_unit=corrupt_per_unit,
+        )
+        self.tokenizer = tokenizer
+        self.vocab = tables_from_tokenizer(
+            tokenizer, protected_ids=protected_ids, replace_counts=replace_counts
+        )
+        self.pad_token_id = tokenizer.pad_token_id
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self.seed = int(seed)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use the masks of ``epoch`` from now on (dynamic masking)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0; got {epoch}")
+        self.epoch = int(epoch)
+
+    def set_mlm_probability(self, mlm_probability: float) -> None:
+        """Select this share of tokens from now on (a masking-rate schedule, e.g. 0.3 -> 0.15).
+
+        Masks stay a pure function of (seed, epoch, example id, tokens) and the rate.
+        """
+        self.selection = replace(self.selection, mlm_probability=float(mlm_probability))
+
+    def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
+        batch, masked = self.mask(features)
+        out = {
+            **batch.extras,
+            "input_ids": masked.input_ids,
+            "attention_mask": torch.from_numpy(batch.attention_mask),
+            "labels": masked.labels,
+        }
+        if getattr(self.tokenizer, "padding_side", "right") == "left":
+            out = left_pad(out, batch.lengths, {"input_ids": self.pad_token_id or 0, "labels": IGNORE_INDEX})
+        return out
+
+    def word_ids(self, batch: PaddedBatch) -> np.ndarray | None:
+        """The word ids masking uses: the examples' own, else (for word strategies) the decoder's."""
+        if batch.word_ids is None and self.unit_config.needs_words:
+            return word_ids_from_decoder(self.tokenizer, batch.input_ids, batch.attention_mask)
+        return batch.word_ids
+
+    def mask(self, features: Sequence[Feature]) -> tuple[PaddedBatch, MaskedBatch]:
+        """Pad and mask; returns the padded batch and the :class:`MaskedBatch` (right-padded).
+
+        Useful to inspect outcomes (mask / random / keep) next to the originals.
+        """
+        if any("labels" in f for f in features):
+            raise ValueError(
+                "examples already carry 'labels': MaskingCollator writes MLM labels and would "
+                "overwrite them; drop the column, or use MaskingAugmenter to keep task labels"
+            )
+        batch = pad_examples(
+            features,
+            pad_token_id=self.pad_token_id,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+            consumed=CONSUMED_KEYS | {"given_spans"},
+            sequence_fills={"token_type_ids": int(getattr(self.tokenizer, "pad_token_type_id", 0))},
+            with_word_ids=self.unit_config.needs_words,
+        )
+        word_ids = self.word_ids(batch)
+        given = None
+        if self.unit_config.strategy == "given":
+            spans = column(features, "given_spans")
+            if spans is None:
+                raise ValueError("strategy 'given' needs a 'given_spans' list of [start, end) in each example")
+            given = spans_to_array(spans, batch.lengths, "given span")
+        masked = mask_tokens(
+            torch.from_numpy(batch.input_ids),
+            vocab=self.vocab,
+            example_ids=torch.from_numpy(batch.example_ids),
+            seed=self.seed,
+            epoch=self.epoch,
+            unit_config=self.unit_config,
+            selection=self.selection,
+            corruption=self.corruption,
+            attention_mask=torch.from_numpy(batch.attention_mask),
+            special_tokens_mask=None
+            if batch.special_tokens_mask is None
+            else torch.from_numpy(batch.special_tokens_mask),
+            word_ids=None if word_ids is None else torch.from_numpy(word_ids),
+            given_spans=None if given is None else torch.from_numpy(given),
+        )
+        if self.selection.min_masks_per_sequence > 0 and masked.target_index.size == 0:
+            raise ValueError(
+                "no maskable token in the batch: every row holds only special tokens, padding "
+                "or protected ids" + (" (or no given span)" if given is not None else "")
+            )
+        return batch, masked
+

@@ -1,0 +1,140 @@
+"""Micro-batches forever, sharded by data-parallel rank and DataLoader worker.
+
+The examples (usually memory-mapped blocks, :mod:`tokenmask.blocks.store`) are read by index:
+each epoch has a seeded order, cut into *global* batches of ``batch_size * world`` examples;
+rank ``r`` takes the ``r``-th slice of each, and within a rank DataLoader worker ``w`` of
+``n`` collates every ``n``-th micro-batch. The DataLoader hands a rank its workers' batches
+in turn, so what a rank trains on, and the masks (a pure function of seed, epoch and example
+id), depend neither on the number of workers nor, taken together, on the number of ranks.
+Memory is the examples' mapping plus a few batches in flight, whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's place among the data-parallel processes: ``rank`` of ``world``."""
+
+    rank: int = 0
+    world: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rank < self.world:
+            raise ValueError(f"rank must be in [0, world); got rank {self.rank} of {self.world}")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_environment(cls) -> Shard:
+        """The place ``torchrun`` / ``accelerate launch`` gave this process (``RANK``, ``WORLD_SIZE``); alone: 0 of 1."""
+        return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
+
+
+def epoch_order(count: int, *, seed: int, epoch: int) -> torch.Tensor:
+    """The examples' order in ``epoch``: a permutation of ``range(count)`` fixed by (seed, epoch)."""
+    return torch.randperm(count, generator=torch.Generator().manual_seed(seed * 1000 + epoch))
+
+
+class MicroBatches(IterableDataset):
+    """A rank's micro-batches forever, from micro-batch ``skip`` on; new order each epoch.
+
+    Micro-batch ``k`` of rank ``r`` holds ``order[(i * world + r) * batch_size :][:batch_size]``
+    where ``i = k mod per_epoch`` and ``per_epoch = len(examples) // (batch_size * world)``:
+    every example appears once per epoch in all ranks together, except the fewer than
+    ``batch_size * world`` left over by the cut (a different few each epoch).
+
+    ``examples = range(8)``, batch 2, world 2, one epoch's order ``[5, 1, 7, 0, 2, 6, 3, 4]``:
+    rank 0 gets ``[5, 1], [2, 6]``, rank 1 ``[7, 0], [3, 4]``.
+
+    Args:
+        examples: a sequence of examples (``len`` and ``x[i]``).
+        collator: turns a list of examples into a batch; needs ``set_epoch`` (masks of the
+            epoch, e.g. :class:`~tokenmask.collate.collator.MaskingCollator`).
+        batch_size: examples per micro-batch on each rank.
+        seed: decides the order.
+        dupe_factor: static masking: the collator gets ``epoch % dupe_factor``; None (dynamic)
+            gives it the epoch.
+        skip: micro-batches passed over without collating (resuming).
+        shard: this process's rank and the world size.
+
+    Raises:
+        ValueError: fewer examples than one global batch.
+    """
+
+    def __init__(
+        self,
+        examples: Sequence[dict[str, Any]],
+        collator: Any,
+        *,
+        batch_size: int,
+        seed: int,
+        dupe_factor: int | None = None,
+        skip: int = 0,
+        shard: Shard = Shard(),
+    ) -> None:
+        self.per_epoch = len(examples) // (batch_size * shard.world)
+        if self.per_epoch == 0:
+            raise ValueError(
+                f"{len(examples)} training examples do not fill one batch of {batch_size}"
+                + (f" on each of {shard.world} processes" if shard.world > 1 else "")
+            )
+        self.examples, self.collator = examples, collator
+        self.batch_size, self.seed, self.dupe_factor = batch_size, seed, dupe_factor
+        self.skip, self.shard = skip, shard
+
+    def indices(self, worker: int = 0, workers: int = 1) -> Iterator[tuple[int, list[int]]]:
+        """``(epoch, example indices)`` of this rank's micro-batches: every ``workers``-th, from ``worker``."""
+        epoch, offset = divmod(self.skip, self.per_epoch)
+        number = 0  # micro-batches of this rank since ``skip``
+        while True:
+            order = epoch_order(len(self.examples), seed=self.seed, epoch=epoch)
+            for index in range(offset, self.per_epoch):
+                if number % workers == worker:
+                    start = (index * self.shard.world + self.shard.rank) * self.batch_size
+                    yield epoch, order[start : start + self.batch_size].tolist()
+                number += 1
+            epoch, offset = epoch + 1, 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        for epoch, chosen in self.indices(worker, workers):
+            self.collator.set_epoch(epoch % self.dupe_factor if self.dupe_factor else epoch)  # static / dynamic
+            yield self.collator([self.examples[i] for i in chosen])
+
+
+def micro_batches(stream: MicroBatches, *, workers: int = 0) -> Iterator[dict[str, Any]]:
+    """Iterate ``stream`` in this process (``workers=0``) or collated by DataLoader workers.
+
+    With workers, the DataLoader takes one batch from each worker in turn, so the sequence is
+    the same as without; the collator is copied into each worker, so changing it afterwards
+    (e.g. its masking rate) does not reach them.
+    """
+    if workers == 0:
+        return iter(stream)
+    # its own generator: the DataLoader draws its workers' base seed from it, not from the global
+    # random state (which dropout uses), so a run with workers trains exactly as one without
+    loader = DataLoader(
+        stream, batch_size=None, num_workers=workers, prefetch_factor=4, generator=torch.Generator(),
+        worker_init_fn=_ignore_stop_signals,
+    )  # fmt: skip
+    return iter(loader)
+
+
+def _ignore_stop_signals(worker: int) -> None:
+    """Ctrl-C and SIGTERM reach a job's whole process group; the training process stops its
+    workers itself once it has saved a checkpoint, so the workers must not die first."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

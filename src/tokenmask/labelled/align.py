@@ -1,0 +1,270 @@
+"""Labelled examples to fine-tuning inputs: label ids, labels aligned to sub-tokens, truncation counted.
+
+The fine-tuning sibling of :mod:`tokenmask.blocks.build`: instead of packing documents into
+blocks, each example stays one row (padded per batch later, see
+:class:`tokenmask.labelled.sampler.LengthGroupedBatches`) and carries its task ``labels``: a class
+id, or one id per token where the first piece of each word carries the word's tag and every
+other position carries ``IGNORE_INDEX`` (-100). Rows also keep ``word_ids``, so
+:class:`~tokenmask.collate.augment.MaskingAugmenter` can mask whole words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from tokenmask.labelled.examples import (
+    LabelledText,
+    LabelVocab,
+    SideCounts,
+    SplitBy,
+    TaggedSentence,
+    class_vocab,
+    split_examples,
+    tag_vocab,
+)
+from tokenmask.masking.config import IGNORE_INDEX
+
+if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
+    from transformers import PreTrainedTokenizerBase
+
+Task = Literal["classification", "token_labelling"]
+DEFAULT_MAX_LENGTH = 128
+DEFAULT_VALIDATION_SHARE = 0.1
+"""Share of the examples (or groups) held out when no validation data is given."""
+
+_BATCH = 1000  # examples tokenized per call
+
+
+def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:
+    """One label per token: the first piece of each word gets its word's label, the other
+    pieces and special tokens (word id None or -1) get ``IGNORE_INDEX``.
+
+    ``[CLS] un ##para ##lle ##led film [SEP]``: word ids ``[-1, 0, 0, 0, 0, 1, -1]``, word
+    labels ``[3, 0]``  ->  ``[-100, 3, -100, -100, -100, 0, -100]``
+    """
+    labels = []
+    previous = None
+    for word in word_ids:
+        first_piece = word is not None and word >= 0 and word != previous
+        labels.append(word_labels[word] if first_piece else IGNORE_INDEX)
+        previous = word
+    return labels
+
+
+@dataclass(frozen=True)
+class EncodedSide:
+    """Encoded examples of one side and what encoding cost them.
+
+    Each example is ``{"input_ids": list[int], "word_ids": list[int], "labels": int |
+    list[int], "id": int}``; ``word_ids`` are -1 on special tokens; per-token ``labels`` are as
+    long as ``input_ids``.
+    """
+
+    examples: list[dict[str, Any]]
+    truncated: int
+    """Examples cut at ``max_length`` tokens (their end is lost, never silently)."""
+    lost_words: int = 0
+    """Token labelling: tagged words with no token in the model input (cut off by truncation,
+    or words the tokenizer turns into nothing), whose tags are never trained on."""
+
+
+def encode_texts_with_labels(
+    examples: Sequence[LabelledText],
+    tokenizer: PreTrainedTokenizerBase,
+    labels: LabelVocab,
+    *,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    first_id: int = 0,
+    side: str = "training",
+) -> EncodedSide:
+    """Encode classification examples: ``labels`` is the class id, ids count from ``first_id``.
+
+    ``LabelledText("A fine film.", "fresh")`` with labels ``("fresh", "rotten")``  ->
+    ``{"input_ids": [101, 1037, 2986, 2143, 1012, 102], "word_ids": [-1, 0, 1, 2, 3, -1],
+    "labels": 0, "id": 0}``
+
+    Raises:
+        ValueError: a slow tokenizer, a ``max_length`` with no room for text, a label not in
+            ``labels`` (naming ``side``).
+    """
+    label_ids = labels.ids((e.label for e in examples), side=side)
+    rows, words, truncated = _tokenize(tokenizer, [e.text for e in examples], max_length, split_into_words=False)
+    encoded = [
+        {"input_ids": ids, "word_ids": word_ids, "labels": label, "id": first_id + i}
+        for i, (ids, word_ids, label) in enumerate(zip(rows, words, label_ids))
+    ]
+    return EncodedSide(encoded, truncated)
+
+
+def encode_tagged_sentences(
+    examples: Sequence[TaggedSentence],
+    tokenizer: PreTrainedTokenizerBase,
+    labels: LabelVocab,
+    *,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    first_id: int = 0,
+    side: str = "training",
+) -> EncodedSide:
+    """Encode token-labelling examples: words are tokenized with ``is_split_into_words=True``
+    and tags aligned to the pieces (:func:`align_labels`).
+
+    ``TaggedSentence(("Paris", "unparalleled"), ("B-LOC", "O"))`` with labels ``("O", "B-LOC")``
+    -> ``input_ids`` of ``[CLS] paris un ##para ##lle ##led [SEP]``, ``word_ids``
+    ``[-1, 0, 1, 1, 1, 1, -1]``, ``labels`` ``[-100, 1, 0, -100, -100, -100, -100]``.
+
+    Raises:
+        ValueError: as :func:`encode_texts_with_labels`.
+    """
+    tag_ids = [labels.ids(e.tags, side=side) for e in examples]
+    rows, words, truncated = _tokenize(tokenizer, [list(e.words) for e in examples], max_length, split_into_words=True)
+    encoded = []
+    lost = 0
+    for i, (ids, word_ids, tags) in enumerate(zip(rows, words, tag_ids)):
+        lost += len(tags) - len({w for w in word_ids if w >= 0})
+        labels_per_token = align_labels(word_ids, tags)
+        encoded.append({"input_ids": ids, "word_ids": word_ids, "labels": labels_per_token, "id": first_id + i})
+    return EncodedSide(encoded, truncated, lost)
+
+
+def _tokenize(
+    tokenizer: PreTrainedTokenizerBase, inputs: list[Any], max_length: int, *, split_into_words: bool
+) -> tuple[list[list[int]], list[list[int]], int]:
+    """``(input_ids, word_ids, truncated)``; only the examples longer than ``max_length`` are
+    tokenized a second time, with truncation, so the count of truncated ones is exact."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError("fine-tuning data needs a fast tokenizer (word ids align labels to tokens)")
+    room = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    if room < 1:
+        raise ValueError(f"max_length must leave room for text after the special tokens; got {max_length}")
+    rows: list[list[int]] = []
+    words: list[list[int]] = []
+    truncated = 0
+    for start in range(0, len(inputs), _BATCH):
+        chunk = inputs[start : start + _BATCH]
+        encoding = tokenizer(chunk, is_split_into_words=split_into_words, add_special_tokens=True)
+        ids = encoding["input_ids"]
+        word_ids = [encoding.word_ids(i) for i in range(len(chunk))]
+        long = [i for i, row in enumerate(ids) if len(row) > max_length]
+        if long:
+            cut = tokenizer(
+                [chunk[i] for i in long],
+                is_split_into_words=split_into_words,
+                add_special_tokens=True,
+                truncation=True,
+                max_length=max_length,
+            )
+            for j, i in enumerate(long):
+                ids[i], word_ids[i] = cut["input_ids"][j], cut.word_ids(j)
+        truncated += len(long)
+        rows.extend(ids)
+        words.extend([-1 if w is None else w for w in row] for row in word_ids)
+    return rows, words, truncated
+
+
+@dataclass(frozen=True)
+class FinetuneData:
+    """Encoded training and validation examples of one task, their labels and what was kept.
+
+    ``train`` / ``validation`` rows are ``{"input_ids", "word_ids", "labels", "id"}`` (see
+    :class:`EncodedSide`); validation ids start after the training ones, so ids are unique.
+    """
+
+    task: Task
+    labels: LabelVocab
+    train: list[dict[str, Any]]
+    validation: list[dict[str, Any]]
+    train_counts: SideCounts
+    validation_counts: SideCounts
+    max_length: int
+    truncated: tuple[int, int]
+    """Examples cut at ``max_length``: ``(training, validation)``."""
+    lost_words: tuple[int, int] = (0, 0)
+    """Token labelling: tagged words with no token left, ``(training, validation)``."""
+    repaired: str = ""
+    """What reading repaired, e.g. ``"2 lines with invalid UTF-8 replaced (first: a.csv: row 7)"``."""
+
+    def describe(self) -> str:
+        """A few lines for the console: sizes, label balance, truncation."""
+        lines = [
+            f"{self.task}: {len(self.labels)} labels ({', '.join(self.labels.labels[:10])}"
+            f"{', …' if len(self.labels) > 10 else ''})",
+            f"  train:      {self.train_counts.describe()}",
+            f"  validation: {self.validation_counts.describe()}",
+            f"  truncated at {self.max_length} tokens: {self.truncated[0]:,} train, {self.truncated[1]:,} validation",
+        ]
+        if self.task == "token_labelling":
+            train, validation = self.lost_words
+            lines.append(f"  tagged words without a token: {train:,} train, {validation:,} validation")
+        if self.repaired:
+            lines.append(f"  {self.repaired}")
+        return "\n".join(lines)
+
+
+def prepare_finetune_data(
+    examples: Sequence[LabelledText] | Sequence[TaggedSentence],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    validation: Sequence[LabelledText] | Sequence[TaggedSentence] | None = None,
+    validation_share: float = DEFAULT_VALIDATION_SHARE,
+    split_by: SplitBy = "text",
+    max_length: int = DEFAULT_MAX_LENGTH,
+) -> FinetuneData:
+    """Split (unless ``validation`` is given), build the label vocabulary from the training
+    side, encode both sides.
+
+    The task follows the examples' type: :class:`LabelledText` -> ``"classification"``,
+    :class:`TaggedSentence` -> ``"token_labelling"``.
+
+    Args:
+        examples: the labelled examples (all of one type).
+        tokenizer: a fast tokenizer.
+        validation: held-out examples of the same type; None splits ``examples``.
+        validation_share: share held out by the split, in [0, 1).
+        split_by: ``"text"`` (a hash of each text) or ``"group"`` (of each example's group:
+            e.g. no movie on both sides).
+        max_length: tokens per example at most, special tokens included.
+
+    Raises:
+        ValueError: no examples, mixed types, no training example left, a validation label
+            unseen in training, and the errors of the split and the encoders.
+    """
+    task = _task_of(examples, "examples")
+    if validation is None:
+        train, held_out = split_examples(examples, validation_share=validation_share, by=split_by)
+    else:
+        if validation and _task_of(validation, "validation examples") != task:
+            raise ValueError(f"validation examples are not {task} examples like the training ones")
+        train, held_out = list(examples), list(validation)
+    if not train:
+        raise ValueError("no training example left after the split; lower validation_share")
+    if task == "classification":
+        labels = class_vocab(e.label for e in train)
+        encode = encode_texts_with_labels
+    else:
+        labels = tag_vocab(tag for e in train for tag in e.tags)
+        encode = encode_tagged_sentences
+    fit = encode(train, tokenizer, labels, max_length=max_length, side="training")
+    check = encode(held_out, tokenizer, labels, max_length=max_length, first_id=len(train), side="validation")
+    return FinetuneData(
+        task=task,
+        labels=labels,
+        train=fit.examples,
+        validation=check.examples,
+        train_counts=SideCounts.of(train),
+        validation_counts=SideCounts.of(held_out),
+        max_length=max_length,
+        truncated=(fit.truncated, check.truncated),
+        lost_words=(fit.lost_words, check.lost_words),
+    )
+
+
+def _task_of(examples: Sequence[Any], name: str) -> Task:
+    if not examples:
+        raise ValueError(f"no {name}: fine-tuning needs labelled examples")
+    if all(isinstance(e, LabelledText) for e in examples):
+        return "classification"
+    if all(isinstance(e, TaggedSentence) for e in examples):
+        return "token_labelling"
+    raise ValueError(f"{name} must all be LabelledText (classification) or all TaggedSentence (token labelling)")

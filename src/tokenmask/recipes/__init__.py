@@ -1,0 +1,1 @@
+"""The jobs for the training loop: pre-training and fine-tuning (with its classifier and divergence watch), and the augmentation comparison."""

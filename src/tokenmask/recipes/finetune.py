@@ -1,0 +1,368 @@
+"""Fine-tuning: labelled examples -> a classification or token-labelling job for the training loop.
+
+The sibling of :mod:`tokenmask.recipes.pretrain`: same loop (:mod:`tokenmask.train.loop`),
+another job. The data are labelled examples batched by length
+(:class:`~tokenmask.labelled.sampler.LengthGroupedBatches`), optionally [MASK]-augmented with their
+labels kept (:class:`~tokenmask.collate.augment.MaskingAugmenter`, never at evaluation); the
+loss is cross-entropy on a new head (:mod:`tokenmask.recipes.classifier`). Around each
+evaluation this module keeps the best checkpoint (``OUTPUT/best``) and runs the divergence
+watch (:mod:`tokenmask.recipes.watch`), which may halve the augmentation rate. At the end it
+writes ``OUTPUT/results.json`` and ``OUTPUT/confusion.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from accelerate.utils import extract_model_from_parallel
+
+from tokenmask.collate.augment import MaskingAugmenter
+from tokenmask.text.byte_checks import ReadStats
+from tokenmask.labelled.align import FinetuneData, prepare_finetune_data
+from tokenmask.labelled.examples import (
+    LabelledText,
+    TaggedSentence,
+    read_labelled_texts,
+    read_tagged_sentences,
+    rotten_tomatoes,
+)
+from tokenmask.labelled.sampler import LengthGroupedBatches
+from tokenmask.collate.stream import Shard
+from tokenmask.train.checkpoint import load_state, save_checkpoint
+from tokenmask.recipes.classifier import (
+    Evaluation,
+    classifier_loss_sum,
+    evaluate_classifier,
+    load_classifier,
+    load_classifier_tokenizer,
+)
+from tokenmask.recipes.config import FinetuneConfig
+from tokenmask.train.logs import read_metrics
+from tokenmask.train.loop import Job, QuietReporter, Reporter, train
+from tokenmask.use.metrics import plot_confusion
+from tokenmask.train.models import check_fits
+from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+RESULTS_FILE = "results.json"
+CONFUSION_FILE = "confusion.png"
+BEST_FOLDER = "best"
+_WATCH_FIELDS = ("train_loss", "divergence_streak", "divergence_warning", "augment_rate")
+"""What :class:`_Tracker` adds to each evaluation's record (not metrics of the model)."""
+
+
+# ---- data ----------------------------------------------------------------------------------
+
+
+def read_examples(
+    paths: Sequence[str], config: FinetuneConfig, *, grouped: bool = True, stats: ReadStats | None = None
+) -> list[LabelledText] | list[TaggedSentence]:
+    """The labelled examples of ``paths``, read for ``config.task`` with its column names
+    (and its ``group_by`` column unless ``grouped`` is False); replaced bytes counted in ``stats``."""
+    group_by = config.group_by if grouped else None
+    if config.task == "classify":
+        text, label = config.text_column or "text", config.label_column or "label"
+        return read_labelled_texts(paths, text_column=text, label_column=label, group_by=group_by, stats=stats)
+    words, tags = config.text_column or "tokens", config.label_column or "tags"
+    return read_tagged_sentences(paths, tokens_column=words, tags_column=tags, group_by=group_by, stats=stats)
+
+
+def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase) -> FinetuneData:
+    """Read, split (unless ``eval_data`` is given) and encode the run's examples.
+
+    Without ``data``, the built-in Rotten Tomatoes snippets, split by movie. With ``data``, the
+    split hashes each example's group when ``group_by`` is set, else its text.
+
+    Raises:
+        ValueError: unreadable data, token labelling without data, no validation example.
+    """
+    stats = ReadStats()
+    if config.data:
+        examples = read_examples(config.data, config, stats=stats)
+        split_by = "group" if config.group_by else "text"
+    elif config.task == "classify":
+        examples, split_by = rotten_tomatoes(), "group"
+    else:
+        raise ValueError("the built-in data (Rotten Tomatoes reviews) is for --task classify; give token-labelled DATA")
+    # given validation files are not split, so they need no group column
+    validation = read_examples(config.eval_data, config, grouped=False, stats=stats) if config.eval_data else None
+    data = prepare_finetune_data(
+        examples,
+        tokenizer,
+        validation=validation,
+        validation_share=config.validation_share,
+        split_by=split_by,
+        max_length=config.max_length,
+    )
+    if not data.validation:
+        raise ValueError("no validation example: give --eval DATA or more examples (or groups) to hold out")
+    return replace(data, repaired=stats.describe())
+
+
+def loop_settings(config: FinetuneConfig, data: FinetuneData) -> FinetuneConfig:
+    """``config`` with ``epochs`` turned into ``max_steps`` (the smaller wins if both are given)."""
+    if config.epochs is None:
+        return config
+    micro_batches = global_batches_per_epoch(len(data.train), config.batch_size, Shard.from_environment().world)
+    steps = math.ceil(config.epochs * micro_batches / config.grad_accum)
+    return replace(config, max_steps=min(steps, config.max_steps or steps))
+
+
+def global_batches_per_epoch(examples: int, batch_size: int, world: int) -> int:
+    """Micro-batches (global: ``batch_size`` on each of ``world`` processes) per epoch: a last
+    batch shorter than ``world`` is dropped, so no process gets an empty part.
+
+    ``global_batches_per_epoch(13, 2, 3)  ->  2`` (batches of 6, 6 and 1: the 1 is dropped)
+
+    Raises:
+        ValueError: fewer examples than processes.
+    """
+    full, rest = divmod(examples, batch_size * world)
+    if full == 0 and rest < world:
+        raise ValueError(f"{examples} training examples cannot give each of {world} processes one")
+    return full + (rest >= world)
+
+
+# ---- what happens at each evaluation -------------------------------------------------------
+
+
+class _Tracker:
+    """Between evaluations: the divergence watch, the augmentation rate, the best score, the last evaluation.
+
+    Everything it decides is a function of the run's logged losses, so a resumed run
+    rebuilds it with :meth:`replay` and decides as the uninterrupted run would have.
+    """
+
+    def __init__(self, config: FinetuneConfig) -> None:
+        self.config = config
+        self.watch = DivergenceWatch(config.patience)
+        self.rate = config.augment_rate
+        self.next_step = 0  # the step count once the current optimizer step is done
+        self.previous_evaluation: int | None = None
+        self.best: dict[str, float] = {}
+        self.best_step: int | None = None
+        self.last: Evaluation | None = None
+        self.last_step = 0
+        self.warnings: list[dict[str, Any]] = []
+
+    def observe(self, step: int, metrics: dict[str, float], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Judge one evaluation; returns the fields to log with it."""
+        previous, self.previous_evaluation = self.previous_evaluation, step
+        train_loss = None if previous is None else training_loss_between(records, previous, step)
+        verdict = self.watch.observe(train_loss, metrics["loss"])
+        fields: dict[str, Any] = {} if train_loss is None else {"train_loss": train_loss}
+        fields["divergence_streak"] = verdict.streak
+        if verdict.fired:
+            event: dict[str, Any] = {"step": step, "evaluations": self.config.patience}
+            if self.config.augment_adaptive:
+                event["augment_rate"] = [self.rate, halved_rate(self.rate)]
+                self.rate = halved_rate(self.rate)
+            self.warnings.append(event)
+            fields["divergence_warning"] = True
+        if self.config.augment_rate:
+            fields["augment_rate"] = self.rate
+        value, best = metrics[self.config.metric], self.best.get(self.config.metric)
+        if best is None or (value < best if self.config.metric == "loss" else value > best):
+            self.best, self.best_step = dict(metrics), step
+        return fields
+
+    def warning(self) -> str:
+        """The console line for the newest firing."""
+        event = self.warnings[-1]
+        count = event["evaluations"]
+        text = (
+            f"warning: step {event['step']}: validation loss rose while training loss fell, "
+            f"{count} evaluation{'s' if count > 1 else ''} in a row (over-fitting?)"
+        )
+        if "augment_rate" in event:
+            old, new = event["augment_rate"]
+            text += f"; augmentation rate {old:g} -> {new:g}" + (" (off)" if new == 0 else "")
+        return text
+
+    def replay(self, records: Sequence[dict[str, Any]], upto: int) -> None:
+        """Rebuild the state of a run resumed at step ``upto`` from its logged evaluations."""
+        evaluations = {r["step"]: r for r in records if "eval_loss" in r and r["step"] <= upto}
+        for step in sorted(evaluations):
+            logged = {k[len("eval_") :]: v for k, v in evaluations[step].items() if k.startswith("eval_")}
+            metrics = {k: v for k, v in logged.items() if k not in _WATCH_FIELDS}
+            self.observe(step, metrics, records)
+        self.next_step = upto
+
+
+# ---- the job -------------------------------------------------------------------------------
+
+
+def _job(
+    config: FinetuneConfig,
+    data: FinetuneData,
+    tokenizer: PreTrainedTokenizerBase,
+    tracker: _Tracker,
+    checkpoint: Path | None,
+    shard: Shard,
+    reporter: Reporter,
+) -> Job:
+    output = Path(config.output)
+    loaded = load_classifier(checkpoint or config.model, task=data.task, labels=data.labels)
+    check_fits(loaded.model, vocab_size=len(tokenizer), max_length=config.max_length, name=str(checkpoint or config.model))
+    if checkpoint is None:
+        for note in loaded.notes:
+            reporter.message(note)
+    else:
+        tracker.replay(read_metrics(output), int(load_state(checkpoint)["step"]))
+    augmenter = MaskingAugmenter(tokenizer, rate=tracker.rate, strategy=config.augment_strategy, seed=config.seed)
+    lengths = [len(e["input_ids"]) for e in data.train]
+    sampler = LengthGroupedBatches(lengths, config.batch_size * shard.world, seed=config.seed)  # global batches
+
+    def epoch_batches() -> list[list[int]]:
+        """This process's part of each global batch (near-equal contiguous parts; a last batch
+        shorter than the number of processes is dropped, so no process gets an empty one)."""
+        usable = [b for b in sampler.batches() if len(b) >= shard.world]
+        return [np.array_split(np.asarray(b), shard.world)[shard.rank].tolist() for b in usable]
+
+    validation = _validation_batches(data, tokenizer, config.batch_size)
+
+    per_epoch = global_batches_per_epoch(len(data.train), config.batch_size, shard.world)
+
+    def batches(skip: int) -> Iterator[dict[str, Any]]:
+        epoch, offset = divmod(skip, per_epoch)
+        while True:
+            sampler.set_epoch(epoch)
+            augmenter.set_epoch(epoch)
+            for indices in epoch_batches()[offset:]:
+                yield augmenter([data.train[i] for i in indices])
+            epoch, offset = epoch + 1, 0
+
+    def before_step(step: int, horizon: int | None) -> dict[str, Any]:
+        tracker.next_step = step + 1
+        augmenter.set_rate(tracker.rate)  # the divergence watch may have lowered it
+        return {"augment_rate": tracker.rate} if config.augment_rate else {}
+
+    def evaluate(model: torch.nn.Module) -> dict[str, Any]:
+        step = tracker.next_step
+        evaluation = evaluate_classifier(model, validation, task=data.task, labels=data.labels)
+        tracker.last, tracker.last_step = evaluation, step
+        fields = tracker.observe(step, evaluation.metrics(), read_metrics(output))
+        if fields.get("divergence_warning"):
+            reporter.message(tracker.warning())
+        if tracker.best_step == step and shard.is_main:
+            state = {"step": step, "metric": config.metric, "metrics": evaluation.metrics()}
+            save_checkpoint(output / BEST_FOLDER, extract_model_from_parallel(model), tokenizer, state)
+        return {**evaluation.metrics(), **fields}
+
+    return Job(
+        model=loaded.model.train(),
+        tokenizer=tokenizer,
+        batches=batches,
+        evaluate=evaluate,
+        loss=classifier_loss_sum,
+        before_step=before_step,
+    )
+
+
+def _validation_batches(data: FinetuneData, tokenizer: PreTrainedTokenizerBase, batch_size: int) -> list[dict[str, Any]]:
+    """The validation examples collated once, longest first, padded only: never augmented."""
+    padder = MaskingAugmenter(tokenizer, rate=0.0).eval()
+    order = LengthGroupedBatches([len(e["input_ids"]) for e in data.validation], batch_size, shuffle=False)
+    return [padder([data.validation[i] for i in indices]) for indices in order]
+
+
+# ---- the run -------------------------------------------------------------------------------
+
+
+@dataclass
+class FinetuneResult:
+    """What a fine-tuning run gave.
+
+    Attributes:
+        output: the run folder (``model``, ``best``, ``results.json``, ``confusion.png``…).
+        final: the last evaluation (of the model in ``OUTPUT/model``), at ``final_step``.
+        best: the metrics of the best evaluation by ``metric`` (the model in ``OUTPUT/best``).
+        warnings: divergence-watch firings: ``{"step", "evaluations"[, "augment_rate": [old, new]]}``.
+    """
+
+    output: str
+    task: str
+    labels: tuple[str, ...]
+    steps: int
+    seconds: float
+    metric: str
+    final: Evaluation
+    final_step: int
+    best: dict[str, float]
+    best_step: int
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    model: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The content of ``results.json`` (less the config)."""
+        return {
+            "task": self.task,
+            "labels": list(self.labels),
+            "steps": self.steps,
+            "seconds": self.seconds,
+            "metric": self.metric,
+            "final": {"step": self.final_step, **self.final.to_dict()},
+            "best": {"step": self.best_step, **self.best},
+            "divergence_warnings": self.warnings,
+        }
+
+
+def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, data: FinetuneData | None = None) -> FinetuneResult:
+    """Fine-tune ``config.model`` on labelled data; the model ends in ``config.output``/model.
+
+    Evaluates at the start, every ``eval_every`` steps and at the end; keeps the best model by
+    ``config.metric`` in ``OUTPUT/best``; writes ``OUTPUT/results.json`` (final and best
+    metrics, labels, divergence warnings, config) and ``OUTPUT/confusion.png``. With
+    ``config.resume``, continues from the newest checkpoint as if never interrupted.
+
+    Args:
+        config: the run's settings.
+        reporter: where progress and warnings go.
+        data: encoded examples (from :func:`load_finetune_data` with this model's tokenizer);
+            None reads them from ``config``. Several runs on the same data can share them.
+
+    Raises:
+        ValueError: bad data, model or output settings.
+    """
+    reporter = reporter if Shard.from_environment().is_main else QuietReporter()
+    tokenizer = load_classifier_tokenizer(config.model)
+    if data is None:
+        data = load_finetune_data(config, tokenizer)
+    reporter.message(data.describe())
+    tracker = _Tracker(config)
+    trained = train(
+        loop_settings(config, data),
+        lambda checkpoint, shard: _job(config, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter()),
+        reporter,
+    )
+    result = FinetuneResult(
+        output=trained.output,
+        task=data.task,
+        labels=data.labels.labels,
+        steps=trained.steps,
+        seconds=trained.seconds,
+        metric=config.metric,
+        final=tracker.last,
+        final_step=tracker.last_step,
+        best=tracker.best,
+        best_step=tracker.best_step,
+        warnings=tracker.warnings,
+        model=trained.model,
+    )
+    output = Path(trained.output)
+    if not Shard.from_environment().is_main:
+        return result
+    report = {**result.to_dict(), "config": asdict(config)}
+    (output / RESULTS_FILE).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    title = f"validation, step {result.final_step}"
+    plot_confusion(result.final.scores.confusion, result.labels, output / CONFUSION_FILE, title=title)
+    return result

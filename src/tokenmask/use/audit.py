@@ -1,0 +1,276 @@
+"""Measure what a masking configuration really does on a corpus, with binomial confidence intervals.
+
+Counts the share of eligible tokens selected, the mask / random / keep split, the lengths of
+the selected units, and the two numbers that must be zero: targets on special tokens and
+random replacements that drew a protected id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tokenmask.collate.collator import MaskingCollator
+from tokenmask.masking import Outcome, RowKeys, UnitConfig, build_units, eligible_positions
+from tokenmask.masking.units import unit_starts
+
+Z_99 = 2.575829  # two-sided 99% normal quantile: one check in 100 is flagged by chance
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An observed proportion ``count / total`` with its 99% Wilson score interval."""
+
+    name: str
+    count: int
+    total: int
+    expected: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.total if self.total else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """Wilson score interval: good coverage even for rates near 0 or 1 and small totals."""
+        n, z = self.total, Z_99
+        if n == 0:
+            return (0.0, 1.0)
+        p = self.count / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        low = 0.0 if self.count == 0 else max(0.0, centre - half)
+        high = 1.0 if self.count == n else min(1.0, centre + half)
+        return (low, high)
+
+    @property
+    def consistent(self) -> bool | None:
+        """Whether the configured value lies inside the interval (None when there is none)."""
+        if self.expected is None:
+            return None
+        low, high = self.interval
+        return low <= self.expected <= high
+
+
+@dataclass
+class MaskingAudit:
+    """What :func:`audit_masking` measured."""
+
+    sequences: int = 0
+    tokens: int = 0
+    eligible: int = 0
+    targets: int = 0
+    units: int = 0
+    selected_units: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    special_targets: int = 0
+    protected_draws: int = 0
+    unit_lengths: Counter = field(default_factory=Counter)
+    unit_length_kind: str = "tokens"
+    expected_lengths: dict[int, float] = field(default_factory=dict)
+    expected: dict[str, Any] = field(default_factory=dict)
+
+    def estimates(self) -> list[Estimate]:
+        """Selection rate and the mask / random / keep split, against the configuration.
+
+        For multi-token units the tokens of a unit are chosen together, so a token-level
+        interval would be too narrow: the check is then on the share of units selected
+        (Bernoulli mode), and the token share is shown without one.
+        """
+        selection = []
+        if self.units:
+            unit_rate = self.expected.get("rate") if self.expected.get("mode") == "bernoulli" else None
+            selection.append(Estimate("selected units", self.selected_units, self.units, unit_rate))
+            selection.append(Estimate("selected tokens", self.targets, self.eligible))
+        else:
+            selection.append(Estimate("selected", self.targets, self.eligible, self.expected.get("rate")))
+        return selection + [
+            Estimate("mask", self.outcomes[Outcome.MASK], self.targets, self.expected.get("mask")),
+            Estimate("random", self.outcomes[Outcome.RANDOM], self.targets, self.expected.get("random")),
+            Estimate("keep", self.outcomes[Outcome.KEEP], self.targets, self.expected.get("keep")),
+        ]
+
+    def length_estimates(self) -> list[Estimate]:
+        """Share of selected units of each length, against the strategy's distribution."""
+        total = sum(self.unit_lengths.values())
+        lengths = sorted(set(self.unit_lengths) | set(self.expected_lengths))
+        return [
+            Estimate(f"length {k}", self.unit_lengths.get(k, 0), total, self.expected_lengths.get(k))
+            for k in lengths
+        ]
+
+    def to_dict(self) -> dict:
+        def row(e: Estimate) -> dict:
+            low, high = e.interval
+            return {
+                "name": e.name,
+                "count": e.count,
+                "total": e.total,
+                "rate": e.rate,
+                "ci99": [low, high],
+                "expected": e.expected,
+                "consistent": e.consistent,
+            }
+
+        return {
+            "sequences": self.sequences,
+            "tokens": self.tokens,
+            "eligible": self.eligible,
+            "targets": self.targets,
+            "units": self.units,
+            "selected_units": self.selected_units,
+            "special_tokens_hit": self.special_targets,
+            "protected_ids_drawn": self.protected_draws,
+            "rates": [row(e) for e in self.estimates()],
+            "unit_length_kind": self.unit_length_kind,
+            "unit_lengths": [row(e) for e in self.length_estimates()],
+        }
+
+
+def expected_unit_lengths(config: UnitConfig) -> tuple[str, dict[int, float]]:
+    """The length distribution of selected units, and its unit (``words`` / ``tokens``).
+
+    Span: clipped geometric in words; n-gram: ``P(n) ∝ 1/n``; token: always 1 token. Whole
+    words and given spans have no configured distribution (empty dict).
+    """
+    if config.strategy == "span":
+        p, top = config.span_geometric_p, config.span_max_words
+        dist = {k: p * (1 - p) ** (k - 1) for k in range(1, top)}
+        dist[top] = (1 - p) ** (top - 1)
+        return "words", dist
+    if config.strategy == "ngram":
+        weights = 1.0 / np.arange(1, config.ngram_max_n + 1)
+        return "words", {n + 1: float(w / weights.sum()) for n, w in enumerate(weights)}
+    if config.strategy == "token":
+        return "tokens", {1: 1.0}
+    return ("words" if config.strategy == "whole_word" else "tokens"), {}
+
+
+def _batches(examples: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for example in examples:
+        batch.append(example)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def audit_masking(
+    examples: Iterable[dict[str, Any]],
+    collator: MaskingCollator,
+    *,
+    batch_size: int = 64,
+    max_tokens: int | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> MaskingAudit:
+    """Mask a corpus with ``collator`` and count what happened.
+
+    Args:
+        examples: collator examples (``input_ids``, ``word_ids``, ``id``), e.g. from
+            :func:`tokenmask.blocks.pack.pack_texts` or :func:`tokenmask.blocks.encode.encode_texts`.
+        collator: the configuration under test.
+        batch_size: examples per batch.
+        max_tokens: stop once this many tokens have been seen.
+        on_batch: called with the number of tokens of each batch (progress).
+
+    Raises:
+        ValueError: the corpus holds no text.
+    """
+    corruption, selection = collator.corruption, collator.selection
+    kind, expected_lengths = expected_unit_lengths(collator.unit_config)
+    audit = MaskingAudit(
+        unit_length_kind=kind,
+        expected_lengths=expected_lengths,
+        expected={
+            "rate": selection.mlm_probability,
+            "mode": selection.mode,
+            "mask": corruption.mask_replace_prob,
+            "random": corruption.random_replace_prob,
+            "keep": corruption.keep_prob,
+        },
+    )
+    for features in _batches(examples, batch_size):
+        batch, masked = collator.mask(features)
+        _count_batch(audit, collator, batch, masked)
+        if on_batch is not None:
+            on_batch(int(batch.lengths.sum()))
+        if max_tokens is not None and audit.tokens >= max_tokens:
+            break
+    if audit.sequences == 0:
+        raise ValueError("the corpus holds no text")
+    return audit
+
+
+def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch, masked) -> None:
+    outcome = masked.outcome.numpy()
+    targets = outcome != Outcome.NONE
+    ids = batch.input_ids
+    eligible = eligible_positions(
+        ids, collator.vocab, attention_mask=batch.attention_mask, special_tokens_mask=batch.special_tokens_mask
+    )
+    audit.sequences += ids.shape[0]
+    audit.tokens += int(batch.lengths.sum())
+    audit.eligible += int(eligible.sum())
+    audit.targets += int(targets.sum())
+    audit.outcomes.update({o: int((outcome == o).sum()) for o in (Outcome.MASK, Outcome.RANDOM, Outcome.KEEP)})
+    audit.special_targets += int((targets & collator.vocab.protected[ids]).sum())
+    drawn = masked.input_ids.numpy()[outcome == Outcome.RANDOM]
+    audit.protected_draws += int(collator.vocab.protected[drawn].sum())
+
+    # Units: rebuild the unit map (a pure function of the keys) to count and measure them.
+    config = collator.unit_config
+    if config.strategy in ("token", "given"):
+        audit.unit_lengths[1] += int(targets.sum()) if config.strategy == "token" else 0
+        return
+    keys = RowKeys.derive(batch.example_ids, seed=collator.seed, epoch=collator.epoch)
+    word_ids = collator.word_ids(batch)  # the same words the collator masked with
+    units = build_units(config, eligible, keys, word_ids=word_ids)
+    starts = unit_starts(units)
+    audit.units += int(starts.sum())
+    audit.selected_units += int((starts & targets).sum())
+    word_starts = starts
+    if config.strategy != "whole_word":
+        word_starts = unit_starts(build_units(UnitConfig(strategy="whole_word"), eligible, keys, word_ids=word_ids))
+    _count_unit_lengths(audit, units, word_starts, starts & targets, _longest_unit(config))
+
+
+def _longest_unit(config: UnitConfig) -> int | None:
+    return {"span": config.span_max_words, "ngram": config.ngram_max_n}.get(config.strategy)
+
+
+def _count_unit_lengths(
+    audit: MaskingAudit,
+    units: np.ndarray,
+    word_starts: np.ndarray,
+    chosen_starts: np.ndarray,
+    longest: int | None,
+) -> None:
+    """Add the lengths (in words) of the chosen units to the histogram.
+
+    A unit that reaches a block end or a separator may have been cut there, and long units
+    are cut more often; a unit right after a separator inside a block is the rest of a cut
+    one. So when a longest length is configured, only units that start at least ``longest``
+    words before the next boundary, and not just after a separator, are counted: whether a
+    unit is counted then does not depend on its own length, which keeps the histogram unbiased.
+    """
+    batch, width = units.shape
+    flat = np.arange(batch)[:, None] * width + np.maximum(units, 0)
+    sizes = np.bincount(flat[word_starts & (units >= 0)], minlength=flat.size)
+    chosen = chosen_starts
+    if longest is not None:
+        words_before = np.cumsum(word_starts, axis=1)  # word starts in [0, t]
+        boundary = np.where(units < 0, np.arange(width)[None, :], width)
+        next_boundary = np.minimum.accumulate(boundary[:, ::-1], axis=1)[:, ::-1]  # (B, T)
+        padded = np.concatenate([words_before, words_before[:, -1:]], axis=1)
+        words_left = np.take_along_axis(padded, next_boundary, axis=1) - words_before + 1
+        after_separator = np.zeros_like(chosen)
+        after_separator[:, 1:] = (units[:, :-1] < 0) & (np.cumsum(units >= 0, axis=1)[:, :-1] > 0)
+        chosen = chosen & (words_left >= longest) & ~after_separator
+    audit.unit_lengths.update(Counter(sizes[flat[chosen]].tolist()))

@@ -1,0 +1,153 @@
+"""Masked-LM evaluation: loss, perplexity and accuracy at fixed masks, and pseudo-perplexity.
+
+The evaluation collator uses its own seed and never changes epoch, so every evaluation of a
+run (and of any checkpoint on the same data) sees exactly the same masks. Pseudo-perplexity
+needs no masks to choose: it masks every scorable token in turn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from tokenmask.collate.collator import MaskingCollator
+from tokenmask.text.token_tables import cached_tables, require_mask_token
+from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.train.heads import masked_lm_loss
+
+EVAL_SEED_OFFSET = 1_000_003  # eval masks differ from any training epoch's
+
+
+@dataclass(frozen=True)
+class MlmMetrics:
+    """Loss (mean cross-entropy per target), perplexity, accuracy, number of targets."""
+
+    loss: float
+    perplexity: float
+    accuracy: float
+    targets: int
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@torch.no_grad()
+def evaluate_mlm(
+    model: torch.nn.Module,
+    blocks: Sequence[dict[str, Any]],
+    collator: MaskingCollator,
+    *,
+    batch_size: int = 32,
+    device: torch.device | str = "cpu",
+) -> MlmMetrics:
+    """Evaluate ``model`` on ``blocks`` masked by ``collator`` (epoch 0 masks).
+
+    Raises:
+        ValueError: no blocks, or no target in them.
+    """
+    if not blocks:
+        raise ValueError("no validation blocks to evaluate on")
+    was_training = model.training
+    model.eval()
+    loss_sum, targets, correct = 0.0, 0, 0
+    for start in range(0, len(blocks), batch_size):
+        batch = {k: v.to(device) for k, v in collator(list(blocks[start : start + batch_size])).items() if isinstance(v, torch.Tensor)}
+        out = masked_lm_loss(model, batch)
+        loss_sum += float(out.loss_sum)
+        targets += out.targets
+        correct += out.correct
+    model.train(was_training)
+    if targets == 0:
+        raise ValueError("the validation blocks hold no maskable token")
+    loss = loss_sum / targets
+    return MlmMetrics(loss=loss, perplexity=math.exp(min(loss, 50.0)), accuracy=correct / targets, targets=targets)
+
+
+@dataclass(frozen=True)
+class PseudoPerplexity:
+    """Pseudo-log-likelihood (sum of log-probs, nats), pseudo-perplexity, tokens scored."""
+
+    pseudo_log_likelihood: float
+    pseudo_perplexity: float
+    scored_tokens: int
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def _padded(blocks: Sequence[dict[str, Any]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(S, T)`` ids right-padded with ``pad_token_id`` and the ``(S, T)`` bool mask of real tokens."""
+    rows = [torch.as_tensor(block["input_ids"], dtype=torch.long) for block in blocks]
+    lengths = torch.tensor([len(row) for row in rows])
+    ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_token_id)
+    return ids, torch.arange(ids.shape[1]) < lengths[:, None]
+
+
+@torch.no_grad()
+def pseudo_perplexity(
+    model: torch.nn.Module,
+    blocks: Sequence[dict[str, Any]],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    batch_size: int = 64,
+    max_tokens: int | None = None,
+    device: torch.device | str = "cpu",
+) -> PseudoPerplexity:
+    """Pseudo-perplexity (Salazar et al. 2020, "Masked Language Model Scoring").
+
+    Every scorable token (not special, not padding: what the collator could select) is masked
+    alone, with the rest of its block as context; ``PLL = sum log P(token | rest)`` and
+    ``PPPL = exp(-PLL / N)``. Example: two tokens scored with probabilities 0.5 and 0.125 give
+    ``PLL = ln 0.5 + ln 0.125 = -2.77`` and ``PPPL = exp(2.77 / 2) = 4``.
+
+    It costs one forward pass per token, so the single-mask copies are batched
+    (``batch_size`` copies per pass, through the sparse head) and ``max_tokens`` caps the
+    count: the first tokens of the first blocks, in order.
+
+    Args:
+        model: a Hugging Face masked-LM.
+        blocks: examples with ``input_ids`` (lists or 1-d tensors, any lengths).
+        tokenizer: gives the mask, padding and special (unscored) ids.
+        batch_size: single-mask copies per forward pass.
+        max_tokens: score at most this many tokens (None: all).
+
+    Raises:
+        ValueError: no blocks, no scorable token, or a batch size / cap below 1.
+    """
+    if batch_size < 1 or (max_tokens is not None and max_tokens < 1):
+        raise ValueError(f"batch_size and max_tokens must be >= 1; got {batch_size}, {max_tokens}")
+    mask_id = require_mask_token(tokenizer)
+    protected = torch.from_numpy(cached_tables(tokenizer).protected)  # (V,)
+    if not blocks:
+        raise ValueError("no blocks to score")
+    ids, real = _padded(blocks, tokenizer.pad_token_id or 0)  # (S, T)
+    scored = real & ~protected[ids]  # (S, T)
+    if not scored.any():
+        raise ValueError("no scorable token: the blocks hold only special tokens or padding")
+    rows, positions = scored.nonzero(as_tuple=True)  # (N,), block by block, left to right
+    rows, positions = rows[:max_tokens], positions[:max_tokens]
+    was_training = model.training
+    model.eval()
+    loss_sum = 0.0
+    for start in range(0, len(rows), batch_size):
+        row, position = rows[start : start + batch_size], positions[start : start + batch_size]
+        width = int(real[row].sum(dim=1).max())
+        copies = ids[row, :width].clone()  # (n, W): one copy of its block per scored token
+        pick = torch.arange(len(row))
+        labels = torch.full_like(copies, IGNORE_INDEX)
+        labels[pick, position] = copies[pick, position]
+        copies[pick, position] = mask_id
+        batch = {"input_ids": copies, "attention_mask": real[row, :width].long(), "labels": labels}
+        loss_sum += float(masked_lm_loss(model, {k: v.to(device) for k, v in batch.items()}).loss_sum)
+    model.train(was_training)
+    count = len(rows)
+    return PseudoPerplexity(
+        pseudo_log_likelihood=-loss_sum,
+        pseudo_perplexity=math.exp(min(loss_sum / count, 50.0)),
+        scored_tokens=count,
+    )

@@ -1,0 +1,45 @@
+"""Fill-mask with a trained checkpoint: ``[MASK]`` or ``<mask>`` in, ranked tokens out."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+from tokenmask.text.token_tables import require_mask_token
+from tokenmask.train.models import check_fits
+
+_MASK_SPELLINGS = re.compile(r"\[MASK\]|<mask>", re.IGNORECASE)
+
+
+def load_fill_mask(model_dir: str | Path):
+    """A ``pipeline("fill-mask")`` on a local checkpoint folder (no hub, no remote code).
+
+    Raises:
+        ValueError: the folder's tokenizer has no mask token, or more ids than the model has embeddings.
+    """
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    require_mask_token(tokenizer)
+    model = AutoModelForMaskedLM.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    check_fits(model, vocab_size=len(tokenizer), max_length=None, name=str(model_dir))
+    return pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+
+
+def fill_mask(fill, text: str, *, top_k: int = 5) -> list[list[dict[str, Any]]]:
+    """Predictions for each mask in ``text``; ``[MASK]`` and ``<mask>`` both work.
+
+    Returns one list per mask of ``{"token": str, "score": float}``, best first.
+
+    Raises:
+        ValueError: no mask in the text.
+    """
+    mask = fill.tokenizer.mask_token
+    text = _MASK_SPELLINGS.sub(mask, text)
+    if mask not in text:
+        raise ValueError(f"the text has no mask: write [MASK] (or {mask}) where a word is missing")
+    results = fill(text, top_k=top_k)
+    if results and isinstance(results[0], dict):  # one mask: the pipeline returns a flat list
+        results = [results]
+    return [[{"token": r["token_str"].strip(), "score": float(r["score"])} for r in per_mask] for per_mask in results]

@@ -1,0 +1,68 @@
+"""Blocks on disk: what is written reads back exactly, as the training loop indexes it."""
+
+import pyarrow as pa
+import pytest
+
+from tokenmask.blocks.store import BlockSequence, BlockWriter, read_blocks
+
+BLOCKS = [
+    {"input_ids": [101, 7, 8, 102], "word_ids": [-1, 0, 1, -1], "id": 0},
+    {"input_ids": [101, 9, 102], "word_ids": [-1, 0, -1], "id": 1},
+    {"input_ids": [101, 5], "word_ids": [-1, 0], "id": 2},
+]
+
+
+@pytest.fixture
+def stored(tmp_path):
+    path = tmp_path / "blocks.arrow"
+    with BlockWriter(path, batch_blocks=2) as writer:  # two record batches
+        writer.write(BLOCKS)
+    return path
+
+
+def test_round_trip_and_indexing(stored):
+    blocks = BlockSequence.open(stored)
+    assert len(blocks) == 3 and bool(blocks)
+    assert list(blocks) == BLOCKS
+    assert list(read_blocks(stored)) == BLOCKS
+    assert [blocks[i] for i in (0, 1, 2, -1)] == BLOCKS + [BLOCKS[-1]]
+    first = blocks[0]
+    assert type(first["input_ids"]) is list and type(first["input_ids"][0]) is int and type(first["id"]) is int
+    first["input_ids"].append(0)  # a copy: the stored block does not change
+    assert blocks[0] == BLOCKS[0]
+    with pytest.raises(IndexError):
+        blocks[3]
+    with pytest.raises(IndexError):
+        blocks[-4]
+
+
+def test_slices_and_concatenation(stored):
+    blocks = BlockSequence.open(stored)
+    assert isinstance(blocks[:2], BlockSequence)
+    assert list(blocks[:2]) == BLOCKS[:2]
+    assert list(blocks[1:]) == BLOCKS[1:]
+    assert list(blocks[::2]) == BLOCKS[::2]
+    assert list(blocks[::-1]) == BLOCKS[::-1]
+    assert list(blocks[5:]) == [] and not blocks[5:]
+    assert list(blocks + blocks[:1]) == BLOCKS + BLOCKS[:1]
+    assert blocks.token_count() == 9
+
+
+def test_ids_offset_and_empty_file(tmp_path):
+    path = tmp_path / "shifted.arrow"
+    with BlockWriter(path, ids_offset=10) as writer:
+        writer.write(BLOCKS[:2])
+    assert [b["id"] for b in BlockSequence.open(path)] == [10, 11]
+    empty = tmp_path / "empty.arrow"
+    BlockWriter(empty).close()
+    assert len(BlockSequence.open(empty)) == 0 and BlockSequence.open(empty).token_count() == 0
+
+
+def test_rejects_other_tables():
+    with pytest.raises(ValueError, match="not a block table"):
+        BlockSequence(pa.table({"input_ids": [[1]]}))
+
+
+def test_datasets_opens_the_files(stored):
+    datasets = pytest.importorskip("datasets")
+    assert datasets.Dataset.from_file(str(stored)).to_list() == BLOCKS

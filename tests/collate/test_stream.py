@@ -1,0 +1,81 @@
+"""Micro-batches sharded by rank and DataLoader worker: every example once per epoch, none twice, whatever the split."""
+
+from collections import Counter
+from itertools import islice
+
+import pytest
+import torch
+
+from tokenmask.collate.stream import MicroBatches, Shard, epoch_order, micro_batches
+
+
+class IdCollator:
+    """Collates examples into their ids (and the epoch it was told), to count them."""
+
+    def __init__(self):
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __call__(self, examples):
+        return {"id": torch.tensor([e["id"] for e in examples]), "epoch": torch.tensor(self.epoch)}
+
+
+EXAMPLES = [{"id": i} for i in range(103)]
+
+
+def stream(shard, *, workers=0, skip=0, batch_size=4):
+    batches = MicroBatches(EXAMPLES, IdCollator(), batch_size=batch_size, seed=7, skip=skip, shard=shard)
+    return batches, micro_batches(batches, workers=workers)
+
+
+def take(iterator, count):
+    return [next(iterator) for _ in range(count)]
+
+
+def test_the_worked_example_of_the_docstring():
+    batches = MicroBatches([{"id": i} for i in range(8)], IdCollator(), batch_size=2, seed=0, shard=Shard(1, 2))
+    order = epoch_order(8, seed=0, epoch=0).tolist()
+    assert list(islice(batches.indices(), 3)) == [(0, order[2:4]), (0, order[6:8]), (1, epoch_order(8, seed=0, epoch=1)[2:4].tolist())]
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+@pytest.mark.parametrize("workers", [0, 1, 3])
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_ranks_and_workers_together_see_each_example_once_per_epoch(world, workers):
+    per_epoch = len(EXAMPLES) // (4 * world)  # micro-batches per rank per epoch
+    seen = Counter()
+    ranks = []
+    for rank in range(world):
+        _, iterator = stream(Shard(rank, world), workers=workers)
+        batches = take(iterator, 2 * per_epoch)  # two epochs
+        assert [int(b["epoch"]) for b in batches] == [0] * per_epoch + [1] * per_epoch
+        ranks.append(batches)
+        for batch in batches[:per_epoch]:
+            seen.update(batch["id"].tolist())
+    assert max(seen.values()) == 1  # no duplicates
+    # no gaps: exactly the examples of the epoch's full global batches; only the tail left over by the cut is unused
+    order = epoch_order(len(EXAMPLES), seed=7, epoch=0).tolist()
+    assert sorted(seen) == sorted(order[: per_epoch * 4 * world])
+    # global batch i is rank 0's i-th micro-batch, then rank 1's, …: the order one process would see
+    single_batch = MicroBatches(EXAMPLES, IdCollator(), batch_size=4 * world, seed=7)
+    for index, (_, chosen) in zip(range(per_epoch), single_batch.indices()):
+        assert [i for batches in ranks for i in batches[index]["id"].tolist()] == chosen
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_workers_do_not_change_the_sequence_and_skip_resumes_it():
+    _, alone = stream(Shard(1, 2))
+    expected = take(alone, 30)
+    _, with_workers = stream(Shard(1, 2), workers=3)
+    assert [b["id"].tolist() for b in take(with_workers, 30)] == [b["id"].tolist() for b in expected]
+    _, resumed = stream(Shard(1, 2), workers=2, skip=17)  # skip crosses an epoch boundary (12 per epoch)
+    assert [b["id"].tolist() for b in take(resumed, 13)] == [b["id"].tolist() for b in expected[17:]]
+
+
+def test_too_few_examples_for_one_global_batch():
+    with pytest.raises(ValueError, match="do not fill one batch of 40 on each of 3 processes"):
+        MicroBatches(EXAMPLES, IdCollator(), batch_size=40, seed=0, shard=Shard(0, 3))
+    with pytest.raises(ValueError, match="rank must be in"):
+        Shard(2, 2)
