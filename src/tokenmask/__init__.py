@@ -9,6 +9,7 @@ import importlib
 _EXPORTS = {
     "IGNORE_INDEX": "tokenmask.masking.config",
     "CorruptionConfig": "tokenmask.masking.config",
+    "MaskingConfig": "tokenmask.masking.config",
     "SelectionConfig": "tokenmask.masking.config",
     "UnitConfig": "tokenmask.masking.config",
     "Outcome": "tokenmask.masking.corrupt",

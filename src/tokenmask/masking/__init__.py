@@ -12,6 +12,7 @@ _EXPORTS = {
     "IGNORE_INDEX": "config",
     "STRATEGIES": "config",
     "CorruptionConfig": "config",
+    "MaskingConfig": "config",
     "SelectionConfig": "config",
     "UnitConfig": "config",
     "Outcome": "corrupt",

@@ -5,7 +5,7 @@ Each field is documented where it is declared; the CLI builds its help text from
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 IGNORE_INDEX = -100
@@ -133,3 +133,21 @@ class CorruptionConfig:
     def keep_prob(self) -> float:
         """Share of targets left unchanged."""
         return max(0.0, 1.0 - self.mask_replace_prob - self.random_replace_prob)
+
+
+@dataclass(frozen=True)
+class MaskingConfig:
+    """Every masking setting: what a unit is, how many units become targets, how targets are corrupted.
+
+    Example::
+
+        MaskingConfig(units=UnitConfig(strategy="span"), selection=SelectionConfig(mlm_probability=0.3))
+    """
+
+    units: UnitConfig = field(default_factory=UnitConfig)
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+    corruption: CorruptionConfig = field(default_factory=CorruptionConfig)
+
+    def at_rate(self, mlm_probability: float) -> MaskingConfig:
+        """The same settings, selecting ``mlm_probability`` of eligible tokens (e.g. evaluation at 0.15)."""
+        return replace(self, selection=replace(self.selection, mlm_probability=mlm_probability))
