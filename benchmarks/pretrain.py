@@ -43,7 +43,7 @@ from tokenmask.collate.collator import MaskingCollator
 from tokenmask.blocks.build import build_blocks
 from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.text.tokenizer import load_tokenizer
-from tokenmask.recipes.config import PretrainConfig
+from tokenmask import BlocksConfig, LoopConfig, PretrainConfig
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.models import build_model
 from tokenmask.recipes.pretrain import pretrain
@@ -95,11 +95,11 @@ def run_hf(preset: str, steps: int, batch_size: int, blocks: list[dict], tokeniz
 
 def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, lr: float, minutes: float | None = None):
     """Train with tokenmask's loop on the bundled plays; returns (median step s, collate share, steps, model)."""
-    config = PretrainConfig(
-        output=str(workdir / "ours"), preset=preset, max_steps=steps, max_time=minutes,
-        batch_size=batch_size, lr=lr, eval_every=10**6, eval_blocks=1, save_every=10**6,
-        validation_share=VALIDATION_SHARE, overwrite=True,
+    loop = LoopConfig(
+        output=str(workdir / "ours"), max_steps=steps, max_time=minutes, batch_size=batch_size, lr=lr,
+        eval_every=10**6, save_every=10**6, overwrite=True,
     )
+    config = PretrainConfig(loop=loop, preset=preset, eval_blocks=1, blocks=BlocksConfig(validation_share=VALIDATION_SHARE))
     result = pretrain(config)
     records = [json.loads(line) for line in (workdir / "ours" / "metrics.jsonl").read_text().splitlines()]
     steps_records = [r for r in records if "loss" in r]

@@ -113,14 +113,14 @@ def test_corpus_blocks_cache_follows_the_files(bert_tokenizer, tmp_path, encodes
 
     blocks, built = build()
     assert built and blocks.documents == 3
-    assert content(blocks.train, bert_tokenizer) == encoded(read_texts([corpus], unit="paragraph"), bert_tokenizer)
+    assert content(blocks.train, bert_tokenizer) == encoded(read_texts([corpus], boundary="paragraph"), bert_tokenizer)
     assert build()[0].cache == blocks.cache and not build()[1]
-    assert build(unit="line")[0].documents == 4
+    assert build(boundary="line")[0].documents == 4
     (corpus / "a.txt").write_text("the first paragraph\nof the play\n\nthe second two\n", encoding="utf-8")  # same size
     os.utime(corpus / "a.txt", ns=(1_000_000_000, 1_000_000_000))
     changed, rebuilt = build()
     assert rebuilt and changed.cache != blocks.cache
-    assert content(changed.train, bert_tokenizer) == encoded(read_texts([corpus], unit="paragraph"), bert_tokenizer)
+    assert content(changed.train, bert_tokenizer) == encoded(read_texts([corpus], boundary="paragraph"), bert_tokenizer)
 
 
 def test_a_failed_build_leaves_nothing_that_looks_whole(bert_tokenizer, lines, tmp_path, monkeypatch):

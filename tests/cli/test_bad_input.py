@@ -267,7 +267,7 @@ def test_bad_input_fails_with_one_clear_message_and_writes_nothing(case, tmp_pat
 def test_an_output_that_holds_a_run_is_left_untouched(tmp_path, capsys):
     out = tmp_path / "out"
     (out / "model").mkdir(parents=True)
-    (out / "run_config.json").write_text('{"steps": 7}', encoding="utf-8")
+    (out / "config.yaml").write_text('{"steps": 7}', encoding="utf-8")
     (out / "model" / "model.safetensors").write_bytes(b"weights of the earlier run")
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     code, _, err = run(pretrain(tmp_path, write_corpus(tmp_path / "c.txt")), capsys)
@@ -280,7 +280,7 @@ def test_overwrite_with_bad_input_destroys_nothing(tmp_path, capsys):
     out = tmp_path / "out"
     (out / "model").mkdir(parents=True)
     (out / "checkpoints" / "step-5").mkdir(parents=True)
-    (out / "run_config.json").write_text('{"steps": 7}', encoding="utf-8")
+    (out / "config.yaml").write_text('{"steps": 7}', encoding="utf-8")
     (out / "model" / "model.safetensors").write_bytes(b"weights of the earlier run")
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     empty = tmp_path / "empty.txt"

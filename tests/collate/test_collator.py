@@ -154,7 +154,7 @@ def test_word_start_table_matches_word_ids_on_plain_words(tokenizers):
         ({"mlm_probability": 1.2}, "mlm_probability must be in \\(0, 1\\]"),
         ({"mask_replace_prob": 0.8, "random_replace_prob": 0.3}, "must be <= 1"),
         ({"strategy": "sentences"}, "strategy must be one of"),
-        ({"selection": "approximately"}, "selection mode"),
+        ({"selection": "approximately"}, "selection must be one of"),
         ({"pad_to_multiple_of": 0}, "pad_to_multiple_of"),
     ],
 )

@@ -188,7 +188,7 @@ def test_input_validation():
     [
         (lambda: SelectionConfig(mlm_probability=0.0), "mlm_probability must be in \\(0, 1\\]"),
         (lambda: SelectionConfig(mlm_probability=1.5), "mlm_probability must be in \\(0, 1\\]"),
-        (lambda: SelectionConfig(mode="sometimes"), "selection mode"),
+        (lambda: SelectionConfig(mode="sometimes"), "selection must be one of"),
         (lambda: SelectionConfig(min_masks_per_sequence=-1), "min_masks_per_sequence"),
         (lambda: SelectionConfig(max_predictions=0), "max_predictions"),
         (lambda: CorruptionConfig(mask_replace_prob=0.9, random_replace_prob=0.2), "must be <= 1"),

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 import tokenmask.recipes.finetune as recipe
@@ -16,6 +17,7 @@ from tokenmask.text.tokenizer import load_tokenizer
 from tokenmask.train.checkpoint import load_state
 from tokenmask.recipes.classifier import evaluate_classifier
 from tokenmask.recipes.config import FinetuneConfig
+from tokenmask.settings import build
 from tokenmask.recipes.finetune import finetune, load_finetune_data, loop_settings
 
 REAL_LOSS, REAL_EVALUATE = recipe.classifier_loss_sum, recipe.evaluate_classifier
@@ -29,7 +31,7 @@ def settings(model, data, output, **overrides):
     values.update(overrides)
     if "tags" in str(data) or str(data).endswith(".jsonl"):
         values.setdefault("task", "tokens")
-    return FinetuneConfig(**values)
+    return build(FinetuneConfig, values)
 
 
 def records_of(run):
@@ -151,11 +153,11 @@ def test_the_divergence_watch_halves_the_rate_through_the_loop(tiny_mlm_folder, 
 
 
 def test_epochs_become_optimizer_steps():
-    config = FinetuneConfig(output="o", epochs=2, grad_accum=2, batch_size=16)
+    config = build(FinetuneConfig, {"output": "o", "epochs": 2, "grad_accum": 2, "batch_size": 16})
     data = SimpleNamespace(train=[{}] * 100)  # 7 micro-batches per epoch (the last one of 4)
     assert loop_settings(config, data).max_steps == 7  # ceil(2 * 7 / 2)
-    assert loop_settings(FinetuneConfig(output="o", epochs=2, max_steps=5), data).max_steps == 5  # the first limit
-    assert loop_settings(FinetuneConfig(output="o", max_steps=5), data).max_steps == 5
+    assert loop_settings(build(FinetuneConfig, {"epochs": 2, "max_steps": 5}), data).max_steps == 5  # the first limit
+    assert loop_settings(build(FinetuneConfig, {"max_steps": 5}), data).max_steps == 5
 
 
 def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp_path, crash_after):
@@ -164,7 +166,7 @@ def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp
     cut = settings(tiny_mlm_folder, reviews_csv, tmp_path / "cut", **common)
     with pytest.raises(crash_after.Crash):
         finetune(cut, crash_after(6))  # dies after step 6; the newest checkpoint is step 4
-    resumed = finetune(FinetuneConfig(**{**cut.__dict__, "resume": True}))
+    resumed = finetune(cut.with_loop(resume=True))
     losses = [{r["step"]: r["loss"] for r in records_of(tmp_path / run) if "loss" in r} for run in ("whole", "cut")]
     assert losses[0] == losses[1] and len(losses[0]) == 10
     assert [r["step"] for r in records_of(tmp_path / "cut") if "loss" in r] == list(range(1, 11))  # each step once
@@ -180,7 +182,7 @@ def test_resuming_a_finished_run_reports_its_final_evaluation(tiny_mlm_folder, r
     config = settings(tiny_mlm_folder, reviews_csv, tmp_path / "run", max_steps=4, eval_every=2, save_every=2)
     done = finetune(config)
     logged = (tmp_path / "run" / "metrics.jsonl").read_text()
-    again = finetune(replace(config, resume=True))  # what a preemption script does after the end
+    again = finetune(config.with_loop(resume=True))  # what a preemption script does after the end
     assert again.steps == 4 and again.final.metrics() == done.final.metrics()
     assert (tmp_path / "run" / "metrics.jsonl").read_text() == logged  # nothing trained or logged twice
 
@@ -212,7 +214,7 @@ def test_epochs_count_the_global_batches_each_process_can_share():
 
 
 def test_a_resumed_tracker_decides_as_the_uninterrupted_one():
-    config = FinetuneConfig(output="o", max_steps=1, augment_rate=0.4, augment_adaptive=True, patience=1)
+    config = build(FinetuneConfig, {"max_steps": 1, "augment_rate": 0.4, "augment_adaptive": True, "patience": 1})
     records = []
     live = recipe._Tracker(config)
     for step, (train, valid) in enumerate([(None, 1.0), (2.0, 0.9), (1.0, 1.0), (0.5, 1.1), (0.4, 1.2)]):
@@ -263,7 +265,7 @@ def test_yaml_config_for_finetune(reviews_csv, tiny_mlm_folder, tmp_path):
         encoding="utf-8",
     )
     assert main(["finetune", "--config", str(settings_file), "--max-steps", "2"]) == 0
-    resolved = json.loads((out / "run_config.json").read_text())
+    resolved = yaml.safe_load((out / "config.yaml").read_text())
     assert resolved["max_steps"] == 2 and resolved["max_time"] is None  # the flag wins; no default time added
     assert resolved["data"] == [str(reviews_csv)] and resolved["group_by"] == "movie" and resolved["augment_rate"] == 0.1
 
@@ -277,7 +279,7 @@ def test_finetune_without_a_limit_gets_the_default_time(monkeypatch, tmp_path):
 
     monkeypatch.setattr(recipe, "finetune", capture)
     assert main(["finetune", "--output", str(tmp_path / "o")]) == 2
-    assert seen["config"].max_time == 9.0 and seen["config"].data == () and seen["config"].model == "minilm"
+    assert seen["config"].loop.max_time == 9.0 and seen["config"].data == () and seen["config"].model == "minilm"
 
 
 def test_eval_mode_augmenter_pads_only(bert_tokenizer):

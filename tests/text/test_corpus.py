@@ -31,18 +31,18 @@ def test_text_units_line_paragraph_file(tmp_path):
     (tmp_path / "a.txt").write_text(TEXT, encoding="utf-8")
     (tmp_path / "b.md").write_text("# Title\n\nbody *text*\n", encoding="utf-8")
     assert list(read_texts([tmp_path / "a.txt"])) == ["first line", "second line", "third"]
-    assert list(read_texts([tmp_path / "a.txt"], unit="paragraph")) == ["first line", "second line third"]
-    assert list(read_texts([tmp_path / "a.txt"], unit="file")) == ["first line\n\nsecond line\nthird"]
-    assert list(read_texts([tmp_path / "b.md"], unit="paragraph")) == ["# Title", "body *text*"]
+    assert list(read_texts([tmp_path / "a.txt"], boundary="paragraph")) == ["first line", "second line third"]
+    assert list(read_texts([tmp_path / "a.txt"], boundary="file")) == ["first line\n\nsecond line\nthird"]
+    assert list(read_texts([tmp_path / "b.md"], boundary="paragraph")) == ["# Title", "body *text*"]
     with pytest.raises(ValueError, match="unit must be one of line, paragraph, file"):
-        list(read_texts([tmp_path / "a.txt"], unit="sentence"))
+        list(read_texts([tmp_path / "a.txt"], boundary="sentence"))
 
 
 def test_empty_documents_are_read_and_then_skipped(tmp_path):
     (tmp_path / "empty.txt").write_text(" \n\n", encoding="utf-8")
     write_jsonl(tmp_path / "b.jsonl", [{"text": "x"}, {"text": " "}, {"text": None}, {"text": ""}])
-    assert list(read_documents([tmp_path / "empty.txt"], unit="file")) == [""]
-    assert list(read_documents([tmp_path / "empty.txt"], unit="line")) == []  # blank lines separate, they are no documents
+    assert list(read_documents([tmp_path / "empty.txt"], boundary="file")) == [""]
+    assert list(read_documents([tmp_path / "empty.txt"], boundary="line")) == []  # blank lines separate, they are no documents
     assert list(read_documents([tmp_path / "b.jsonl"])) == ["x", " ", "", ""]
     assert list(read_texts([tmp_path / "b.jsonl"])) == ["x"]
 
@@ -287,14 +287,14 @@ def test_binary_files_are_refused(tmp_path, name, content, message):
         list(read_documents([tmp_path / name]))
 
 
-@pytest.mark.parametrize("unit", ["line", "paragraph", "file"])
-def test_a_line_over_the_limit_is_refused_without_reading_it_whole(tmp_path, unit):
+@pytest.mark.parametrize("boundary", ["line", "paragraph", "file"])
+def test_a_line_over_the_limit_is_refused_without_reading_it_whole(tmp_path, boundary):
     path = tmp_path / "long.txt"
     path.write_bytes(b"short\n" + b"x" * 25 + b"\r\nshort again\n")
     # the limit counts the line's bytes, not its line end ("\r\n" here)
-    assert list(read_texts([path], unit="line", max_line_bytes=25)) == ["short", "x" * 25, "short again"]
+    assert list(read_texts([path], boundary="line", max_line_bytes=25)) == ["short", "x" * 25, "short again"]
     with pytest.raises(ValueError, match=r"long.txt:2: a line of 25 bytes, over the limit of 24 \(max_line_bytes"):
-        list(read_texts([path], unit=unit, max_line_bytes=24))
+        list(read_texts([path], boundary=boundary, max_line_bytes=24))
     (tmp_path / "a.jsonl").write_text('{"text": "a"}\n{"text": "' + "b" * 40 + '"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="a.jsonl:2: a line of 52 bytes, over the limit of 30"):
         list(read_documents([tmp_path / "a.jsonl"], max_line_bytes=30))
@@ -309,7 +309,7 @@ def test_a_line_over_the_limit_is_refused_without_reading_it_whole(tmp_path, uni
 def test_line_ends_of_every_kind_end_lines(tmp_path):
     (tmp_path / "ends.txt").write_bytes(b"\xef\xbb\xbfunix\nwindows\r\nold mac\rlast")
     assert list(read_texts([tmp_path / "ends.txt"])) == ["unix", "windows", "old mac", "last"]
-    assert list(read_texts([tmp_path / "ends.txt"], unit="file")) == ["unix\nwindows\nold mac\nlast"]
+    assert list(read_texts([tmp_path / "ends.txt"], boundary="file")) == ["unix\nwindows\nold mac\nlast"]
 
 
 def test_a_csv_header_that_is_not_utf8_is_named(tmp_path):

@@ -53,12 +53,12 @@ def read_or_refuse(content: bytes, suffix: str, read) -> list[str] | None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(content=CONTENTS, suffix=SUFFIXES, unit=st.sampled_from(["line", "paragraph", "file"]),
+@given(content=CONTENTS, suffix=SUFFIXES, boundary=st.sampled_from(["line", "paragraph", "file"]),
        strict=st.booleans(), limit=LIMITS)  # fmt: skip
-def test_random_bytes_read_as_text_or_fail_naming_the_file(content, suffix, unit, strict, limit):
+def test_random_bytes_read_as_text_or_fail_naming_the_file(content, suffix, boundary, strict, limit):
     stats = ReadStats()
     documents = read_or_refuse(
-        content, suffix, lambda path: list(read_documents([path], unit=unit, strict=strict, max_line_bytes=limit, stats=stats))
+        content, suffix, lambda path: list(read_documents([path], boundary=boundary, strict=strict, max_line_bytes=limit, stats=stats))
     )
     if documents is None:
         return

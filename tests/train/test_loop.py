@@ -4,11 +4,14 @@ import json
 
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
 from tokenmask.cli.main import main
 from tokenmask.train.checkpoint import checkpoint_folders, load_state
 from tokenmask.recipes.config import PretrainConfig
+from tokenmask.settings import build
+from tokenmask.train.config import LoopConfig
 from tokenmask.train.loop import backward_step
 from tokenmask.recipes.pretrain import pretrain
 
@@ -72,7 +75,7 @@ def config(corpus, output, **overrides):
         eval_blocks=16, max_length=64, lr=2e-3, validation_share=0.1,
     )
     settings.update(overrides)
-    return PretrainConfig(**settings)
+    return build(PretrainConfig, settings)
 
 
 def test_pretrain_learns_saves_and_reloads(corpus, tmp_path):
@@ -144,7 +147,7 @@ def test_resume_continues_with_the_same_masks_and_losses(corpus, tmp_path, crash
         pretrain(interrupted, crash_after(6))  # dies after step 6; the newest checkpoint is step 4
     with pytest.raises(ValueError, match="already holds a run"):
         pretrain(interrupted)
-    resumed = pretrain(PretrainConfig(**{**interrupted.__dict__, "resume": True}))
+    resumed = pretrain(interrupted.with_loop(resume=True))
     assert resumed.steps == 10
     expected, got = step_losses(tmp_path / "whole"), step_losses(tmp_path / "cut")
     assert got == expected
@@ -182,10 +185,10 @@ def test_yaml_config_with_flags_overriding_it(corpus, tmp_path, capsys):
         encoding="utf-8",
     )
     assert main(["pretrain", "--config", str(settings), "--max-steps", "2", "--no-demo"]) == 0
-    resolved = json.loads((out / "run_config.json").read_text())
+    resolved = yaml.safe_load((out / "config.yaml").read_text())
     assert resolved["max_steps"] == 2  # the flag wins
     assert resolved["lr"] == 0.002 and resolved["batch_size"] == 8 and resolved["corpus"] == [str(corpus)]
-    assert resolved["masking"]["strategy"] == "span" and resolved["masking"]["mlm_probability"] == 0.3
+    assert resolved["strategy"] == "span" and resolved["mlm_probability"] == 0.3
     capsys.readouterr()
     settings.write_text("learning_rate: 0.1\n", encoding="utf-8")
     assert main(["pretrain", "--config", str(settings), "--output", str(tmp_path / "x")]) == 2
@@ -229,7 +232,7 @@ def records_of(run_dir):
 def test_masking_rate_schedule_goes_from_start_to_end_rate(corpus, tmp_path):
     # 0.30 -> 0.15 over 12 steps. Each step masks ~ 8 x 64 = 512 tokens (~ 500 maskable): the
     # selected share is binomial, sd <= sqrt(0.3 * 0.7 / 500) = 0.02; bands are +-0.07 (> 3 sd).
-    pretrain(config(corpus, tmp_path / "sched", masking={"mlm_probability": 0.3}, mlm_probability_end=0.15, eval_every=100))
+    pretrain(config(corpus, tmp_path / "sched", mlm_probability=0.3, mlm_probability_end=0.15, eval_every=100))
     steps = [r for r in records_of(tmp_path / "sched") if "loss" in r]
     rates = [r["mlm_probability"] for r in steps]
     assert rates[0] == pytest.approx(0.3) and rates[-1] == pytest.approx(0.3 - 0.15 * 11 / 12)
@@ -277,7 +280,7 @@ def test_bf16_autocast_runs_close_to_fp32(corpus, tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"max_steps": None}, "give max_steps, max_tokens or max_time"),
+        ({"lr": -1.0}, "lr must be > 0; got -1.0"),
         ({"max_tokens": 0}, "max_tokens must be >= 1"),
         ({"mlm_probability_end": 1.5}, "mlm_probability_end must be in"),
         ({"precision": "fp16"}, "precision must be"),
@@ -298,7 +301,7 @@ def test_cli_pretrain_on_a_csv_column_and_a_missing_column(lines, tmp_path, caps
         writer.writerows([i, " ".join(lines[i * 6 : i * 6 + 6])] for i in range(200))
     common = ["--max-steps", "2", "--batch-size", "4", "--max-length", "64", "--eval-blocks", "4", "--no-demo"]
     assert main(["pretrain", str(table), "--text-field", "review", "--output", str(tmp_path / "csv"), *common]) == 0
-    resolved = json.loads((tmp_path / "csv" / "run_config.json").read_text())
+    resolved = yaml.safe_load((tmp_path / "csv" / "config.yaml").read_text())
     assert resolved["text_field"] == "review" and resolved["corpus"] == [str(table)]
     assert main(["pretrain", str(table), "--output", str(tmp_path / "missing"), *common]) == 2
     error = capsys.readouterr().err
@@ -308,7 +311,7 @@ def test_cli_pretrain_on_a_csv_column_and_a_missing_column(lines, tmp_path, caps
 def test_schedule_fitted_late_continues_its_warmup_ramp_without_a_drop():
     from tokenmask.train.schedule import Schedule
 
-    schedule = Schedule(PretrainConfig(output="unused", max_time=1.0, warmup=0.1))
+    schedule = Schedule(LoopConfig(max_time=1.0, warmup=0.1))
     early = [schedule(step) for step in range(20)]  # provisional 100-step ramp: (step + 1) / 100
     assert early == pytest.approx([(s + 1) / 100 for s in range(20)])
     schedule.fit(1000, 20)  # warm-up becomes 100 steps of 1000; the ramp goes on from 0.21
@@ -322,7 +325,7 @@ def test_schedule_fitted_late_continues_its_warmup_ramp_without_a_drop():
 def test_time_fit_is_refined_at_each_evaluation():
     from tokenmask.train.schedule import Pace, Schedule
 
-    config = PretrainConfig(output="unused", max_time=1.0)  # 60 s
+    config = LoopConfig(max_time=1.0)  # 60 s
     schedule, pace = Schedule(config), Pace(config, 0)
     pace.after_step(schedule, 10, 1000, 10.0, 10.0)
     pace.after_step(schedule, 20, 2000, 19.5, 19.5)  # 0.95 s per step over steps 11-20

@@ -16,6 +16,8 @@ import tokenmask.train.runs as runs
 from tokenmask.text.tokenizer import train_tokenizer
 from tokenmask.train.checkpoint import MANIFEST_FILE, STATE_FILE, save_checkpoint, verify_checkpoint
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
+from tokenmask.settings import build
+from tokenmask.train.config import LoopConfig
 from tokenmask.recipes.pretrain import pretrain
 from tokenmask.train.runs import check_output, clear_old_run, save_resumable
 
@@ -94,26 +96,26 @@ def test_a_new_checkpoint_that_does_not_verify_removes_nothing(tiny, tmp_path, m
 
 def test_keep_last_is_at_least_one():
     with pytest.raises(ValueError, match="keep_last must be >= 1; got 0"):
-        PretrainConfig(output="o", max_steps=1, keep_last=0)
+        build(PretrainConfig, {"output": "o", "max_steps": 1, "keep_last": 0})
     with pytest.raises(ValueError, match="keep_last must be >= 1; got 0"):
-        FinetuneConfig(output="o", max_steps=1, keep_last=0)
+        build(FinetuneConfig, {"output": "o", "max_steps": 1, "keep_last": 0})
 
 
 # ---- one run per folder --------------------------------------------------------------------
 
 
 def test_a_folder_holding_a_run_needs_resume_or_overwrite(tmp_path):
-    settings = PretrainConfig(output=str(tmp_path), max_steps=1)
+    settings = LoopConfig(output=str(tmp_path), max_steps=1)
     check_output(tmp_path / "nothing-yet", replace(settings, resume=True))  # a preemption script may always resume
-    (tmp_path / "run_config.json").write_text("{}")
+    (tmp_path / "config.yaml").write_text("{}")
     for stale in ("checkpoints/step-2", "model", "best"):
         (tmp_path / stale).mkdir(parents=True)
     with pytest.raises(ValueError, match="already holds a run: pass --resume to continue it, or --overwrite"):
         check_output(tmp_path, settings)
     check_output(tmp_path, replace(settings, overwrite=True))  # allowed, and nothing removed yet
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "checkpoints", "model", "run_config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "checkpoints", "config.yaml", "model"]
     clear_old_run(tmp_path)  # the loop's next move, once the new run's input is built
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "run_config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "config.yaml"]
 
 
 # ---- resuming a pre-training ---------------------------------------------------------------
@@ -126,10 +128,10 @@ def small_run(tmp_path_factory, lines):
     corpus = folder / "plays.txt"
     corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 240, 6)), encoding="utf-8")
     train_tokenizer(lines[:2000], kind="wordpiece", vocab_size=400).save_pretrained(folder / "tokenizer")
-    config = PretrainConfig(
+    config = build(PretrainConfig, dict(
         output=str(folder / "run"), corpus=(str(corpus),), tokenizer=str(folder / "tokenizer"), preset="bert-tiny",
         max_steps=6, batch_size=4, max_length=32, eval_every=3, eval_blocks=8, save_every=2, keep_last=3,
-    )  # fmt: skip
+    ))  # fmt: skip
     pretrain(config)
     return config
 
@@ -160,8 +162,8 @@ def unlist(folder):
 
 
 def copy_of(small_run, tmp_path):
-    shutil.copytree(small_run.output, tmp_path / "run")
-    return replace(small_run, output=str(tmp_path / "run"), resume=True)
+    shutil.copytree(small_run.loop.output, tmp_path / "run")
+    return small_run.with_loop(output=str(tmp_path / "run"), resume=True)
 
 
 @pytest.mark.parametrize("damage", [truncate, flip, unlist])
@@ -174,15 +176,16 @@ def test_resume_skips_a_damaged_newest_checkpoint(damage, small_run, tmp_path):
         handle.write('{"step": 7, "loss"')  # a killed write
     reporter = Messages()
     pretrain(config, reporter)
-    assert reporter.lines[0] == "removed checkpoints/.step-8.partial-4242: unfinished, left by a killed run"
-    assert reporter.lines[1].startswith(f"skipping checkpoints/step-6: {reason}")
-    assert reporter.lines[2] == "dropped 4 records after step 4 from metrics.jsonl (they are trained again)"
+    assert reporter.lines[0] == "pre-training bert-tiny from scratch; stops at 6 steps"
+    assert reporter.lines[1] == "removed checkpoints/.step-8.partial-4242: unfinished, left by a killed run"
+    assert reporter.lines[2].startswith(f"skipping checkpoints/step-6: {reason}")
+    assert reporter.lines[3] == "dropped 4 records after step 4 from metrics.jsonl (they are trained again)"
     assert any(line.startswith(f"resuming from {run / 'checkpoints' / 'step-4'} (step 4, ") for line in reporter.lines)
-    expected, got = load_file(f"{small_run.output}/model/model.safetensors"), load_file(run / "model" / "model.safetensors")
+    expected, got = load_file(f"{small_run.loop.output}/model/model.safetensors"), load_file(run / "model" / "model.safetensors")
     for name, tensor in expected.items():
         assert torch.equal(tensor, got[name]), name
     for key in ("loss", "eval_loss"):  # each step once, with the uninterrupted run's numbers
-        expected = [(r["step"], r[key]) for r in records(Path(small_run.output)) if key in r]
+        expected = [(r["step"], r[key]) for r in records(Path(small_run.loop.output)) if key in r]
         assert [(r["step"], r[key]) for r in records(run) if key in r] == expected
 
 
@@ -197,10 +200,10 @@ def test_resume_with_every_checkpoint_damaged_is_an_error_naming_each(small_run,
 
 
 def test_resume_before_the_first_checkpoint_starts_from_the_beginning(small_run, tmp_path):
-    config = replace(small_run, output=str(tmp_path / "run"), max_steps=3, save_every=100, resume=True)
+    config = small_run.with_loop(output=str(tmp_path / "run"), max_steps=3, save_every=100, resume=True)
     with pytest.raises(Killed):
         pretrain(config, Messages(stop_at=2))  # killed at step 2, before any checkpoint
-    assert (tmp_path / "run" / "run_config.json").exists() and not (tmp_path / "run" / "checkpoints").exists()
+    assert (tmp_path / "run" / "config.yaml").exists() and not (tmp_path / "run" / "checkpoints").exists()
     reporter = Messages()
     result = pretrain(config, reporter)
     assert f"--resume: {tmp_path / 'run'} holds no checkpoint yet: starting from the beginning" in reporter.lines

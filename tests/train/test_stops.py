@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from transformers import BertConfig, BertForMaskedLM
 
 from tokenmask.train.checkpoint import newest_valid_checkpoint
-from tokenmask.recipes.config import PretrainConfig
+from tokenmask.train.config import LoopConfig
 from tokenmask.train.interrupt import Interrupted
 from tokenmask.train.loop import Job, NonFiniteSteps, mlm_loss_sum, train
 
@@ -60,7 +60,7 @@ def nan_job(bad_steps, checkpoint=None, before_step=lambda step, horizon: {}):
 
 def settings(tmp_path, **overrides):
     values = dict(output=str(tmp_path / "run"), max_steps=6, eval_every=100, save_every=2, lr=1e-3, cpu=True)
-    return PretrainConfig(**{**values, **overrides})
+    return LoopConfig(**{**values, **overrides})
 
 
 def records(tmp_path):

@@ -30,12 +30,13 @@ from tokenmask.blocks.cache import (
     texts_fingerprint,
     tokenizer_fingerprint,
 )
-from tokenmask.text.corpus import Unit, expand_paths, fingerprint_sources, read_documents
+from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents, read_texts
 from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
+from tokenmask.blocks.config import BlocksConfig
 from tokenmask.blocks.progress import EncodingProgress
+from tokenmask.text.config import ReadingConfig
+from tokenmask.text.resources import shakespeare_scenes
 
-DEFAULT_VALIDATION_SHARE = 0.02
-"""Share of documents held out by default (``pretrain`` and ``evaluate`` agree on it)."""
 
 _META = "meta.json"
 _SIDES = ("train", "validation")
@@ -163,7 +164,7 @@ def corpus_blocks(
     *,
     block_length: int,
     validation_share: float,
-    unit: Unit = "paragraph",
+    boundary: DocumentBoundary = "paragraph",
     text_field: str = "text",
     split: str | None = None,
     strict: bool = False,
@@ -177,14 +178,14 @@ def corpus_blocks(
 
     The cache key covers each file's path, size and modification time (not its contents,
     so a cache hit reads nothing), the tokenizer, ``block_length``, ``validation_share``,
-    ``unit``, ``text_field``, ``split``, ``strict`` and ``max_line_bytes``. Change a file and
+    ``boundary``, ``text_field``, ``split``, ``strict`` and ``max_line_bytes``. Change a file and
     the entry is rebuilt. Lines with bytes that are not UTF-8 are counted in the blocks
     (``invalid_utf8``) and in the entry, so a cache hit reports them too.
 
     Args:
         paths: files, folders and globs (:func:`tokenmask.text.corpus.expand_paths`).
-        unit / text_field / split / strict / max_line_bytes: how documents are read
-            (:func:`tokenmask.text.corpus.read_documents`); ``unit`` defaults to
+        boundary / text_field / split / strict / max_line_bytes: how documents are read
+            (:func:`tokenmask.text.corpus.read_documents`); ``boundary`` defaults to
             ``"paragraph"`` (a document per paragraph of text files).
         Others: as in :func:`build_blocks`.
 
@@ -196,16 +197,37 @@ def corpus_blocks(
     sources = expand_paths(paths)
     key = None
     if use_cache:
-        source = {"files": fingerprint_sources(sources), "unit": unit, "text_field": text_field, "split": split,
+        source = {"files": fingerprint_sources(sources), "boundary": boundary, "text_field": text_field, "split": split,
                   "strict": strict, "max_line_bytes": max_line_bytes}  # fmt: skip
         key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
     stats = ReadStats()
-    reading = dict(unit=unit, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
+    reading = dict(boundary=boundary, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
     return _cached_or_built(
         lambda: read_documents(sources, **reading, stats=stats), tokenizer,
         key=key, root=_root(cache_dir), block_length=block_length, validation_share=validation_share,
         progress=progress, total=None, batch_size=batch_size, stats=stats,
     )
+
+
+def load_blocks(
+    corpus: Sequence[str], tokenizer: PreTrainedTokenizerBase, *, reading: ReadingConfig, blocks: BlocksConfig
+) -> PretrainBlocks:
+    """A run's training and validation blocks: of ``corpus`` (:func:`corpus_blocks`), or of the
+    bundled plays, one document per scene, when ``corpus`` is empty; from the block cache when it holds them."""
+    settings: dict[str, Any] = dict(
+        block_length=blocks.max_length, validation_share=blocks.validation_share, cache_dir=blocks.cache_dir,
+        use_cache=not blocks.no_cache,
+    )  # fmt: skip
+    if corpus:
+        return corpus_blocks(corpus, tokenizer, **reading.keywords(), **settings)
+    return build_blocks(shakespeare_scenes(), tokenizer, **settings)
+
+
+def corpus_documents(corpus: Sequence[str], reading: ReadingConfig) -> Iterable[str]:
+    """The non-blank documents of ``corpus``, streamed, or the bundled plays (one per scene) when it is empty."""
+    if corpus:
+        return read_texts(corpus, **reading.keywords())
+    return shakespeare_scenes()
 
 
 def _check_settings(block_length: int, validation_share: float, batch_size: int) -> None:

@@ -32,7 +32,7 @@ from tokenmask.masking import (
     UnitConfig,
     mask_tokens,
 )
-from tokenmask.masking.config import SelectionMode, Strategy
+from tokenmask.masking.config import MaskingConfig, SelectionMode, Strategy
 
 
 class MaskingCollator:
@@ -149,6 +149,25 @@ class MaskingCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.epoch = 0
+
+    @classmethod
+    def from_config(
+        cls, tokenizer: PreTrainedTokenizerBase, masking: MaskingConfig, *, seed: int = 0, **options: Any
+    ) -> MaskingCollator:
+        """The collator of a typed :class:`~tokenmask.masking.config.MaskingConfig` (``options``: the other keywords)."""
+        units, selection, corruption = masking.units, masking.selection, masking.corruption
+        return cls(
+            tokenizer, seed=seed, strategy=units.strategy, span_geometric_p=units.span_geometric_p,
+            span_max_words=units.span_max_words, ngram_max_n=units.ngram_max_n,
+            mlm_probability=selection.mlm_probability, selection=selection.mode,
+            min_masks_per_sequence=selection.min_masks_per_sequence, max_predictions=selection.max_predictions,
+            mask_replace_prob=corruption.mask_replace_prob, random_replace_prob=corruption.random_replace_prob,
+            corrupt_per_unit=corruption.per_unit, **options,
+        )  # fmt: skip
+
+    @property
+    def masking(self) -> MaskingConfig:
+        return MaskingConfig(self.unit_config, self.selection, self.corruption)
 
     def set_epoch(self, epoch: int) -> None:
         """Use the masks of ``epoch`` from now on (dynamic masking)."""

@@ -1,12 +1,15 @@
 """Frozen, validated settings for the three masking concepts: units, selection, corruption.
 
-Each field is documented where it is declared; the CLI builds its help text from these docs.
+Each field is declared once (:func:`tokenmask.settings.setting`: help, range, flag); the command line
+and the YAML configs are generated from these declarations.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
+
+from tokenmask.settings import check, setting
 
 IGNORE_INDEX = -100
 """Label of a position that is not a prediction target (ignored by cross-entropy)."""
@@ -16,41 +19,25 @@ STRATEGIES: tuple[str, ...] = ("token", "whole_word", "span", "ngram", "given")
 SelectionMode = Literal["bernoulli", "exact"]
 
 
-def _doc(text: str) -> dict[str, str]:
-    return {"help": text}
-
-
 @dataclass(frozen=True)
 class UnitConfig:
     """What one masking unit is: a token, a word, a span of words, an n-gram, or a given span."""
 
-    strategy: Strategy = field(
-        default="token",
-        metadata=_doc(
-            "masking unit: 'token' (each token), 'whole_word' (all pieces of a word), 'span' "
-            "(SpanBERT: runs of whole words, geometric lengths), 'ngram' (whole-word n-grams, "
-            "P(n) ∝ 1/n), 'given' (caller-supplied token spans, e.g. entities)"
-        ),
+    strategy: Strategy = setting(
+        "token",
+        help="masking unit: 'token' (each token), 'whole_word' (all pieces of a word), 'span' "
+        "(SpanBERT: runs of whole words, geometric lengths), 'ngram' (whole-word n-grams, "
+        "P(n) ∝ 1/n), 'given' (caller-supplied token spans, e.g. entities; Python API only)",
+        choices=("token", "whole_word", "span", "ngram"),  # the command line cannot pass spans
     )
-    span_geometric_p: float = field(
-        default=0.2, metadata=_doc("span strategy: span length in words ~ Geometric(p)")
-    )
-    span_max_words: int = field(
-        default=10, metadata=_doc("span strategy: longest span, in words (longer draws are clipped)")
-    )
-    ngram_max_n: int = field(
-        default=3, metadata=_doc("ngram strategy: largest n; P(n) ∝ 1/n for n = 1..max")
-    )
+    span_geometric_p: float = setting(0.2, help="span strategy: span length in words ~ Geometric(p)", gt=0.0, le=1.0)
+    span_max_words: int = setting(10, help="span strategy: longest span, in words (longer draws are clipped)", ge=1)
+    ngram_max_n: int = setting(3, help="ngram strategy: largest n; P(n) ∝ 1/n for n = 1..max", ge=1)
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
+        if self.strategy not in STRATEGIES:  # 'given' is valid here, though not a command-line choice
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}")
-        if not 0.0 < self.span_geometric_p <= 1.0:
-            raise ValueError(f"span_geometric_p must be in (0, 1]; got {self.span_geometric_p}")
-        if self.span_max_words < 1:
-            raise ValueError(f"span_max_words must be >= 1; got {self.span_max_words}")
-        if self.ngram_max_n < 1:
-            raise ValueError(f"ngram_max_n must be >= 1; got {self.ngram_max_n}")
+        check(self)
 
     @property
     def needs_words(self) -> bool:
@@ -62,66 +49,44 @@ class UnitConfig:
 class SelectionConfig:
     """How many units become prediction targets."""
 
-    mlm_probability: float = field(
-        default=0.15,
-        metadata=_doc("share of eligible tokens to select as targets, in (0, 1]"),
+    mlm_probability: float = setting(0.15, help="share of eligible tokens to select as targets", gt=0.0, le=1.0)
+    mode: SelectionMode = setting(
+        "bernoulli",
+        flag="selection",
+        help="'bernoulli': each unit independently with probability p (as Hugging Face); "
+        "'exact': units in random order until round(p · eligible tokens) targets per "
+        "sequence (as the original BERT)",
     )
-    mode: SelectionMode = field(
-        default="bernoulli",
-        metadata=_doc(
-            "'bernoulli': each unit independently with probability p (as Hugging Face); "
-            "'exact': units in random order until round(p · eligible tokens) targets per "
-            "sequence (as the original BERT)"
-        ),
+    min_masks_per_sequence: int = setting(
+        1, help="at least this many units per sequence that has eligible tokens (0 = no floor)", ge=0
     )
-    min_masks_per_sequence: int = field(
-        default=1,
-        metadata=_doc("at least this many units per sequence that has eligible tokens (0 = no floor)"),
-    )
-    max_predictions: int | None = field(
-        default=None,
-        metadata=_doc(
-            "at most this many target tokens per sequence (whole units only; "
-            "min_masks_per_sequence wins if a unit is longer); none = no cap"
-        ),
+    max_predictions: int | None = setting(
+        None,
+        help="at most this many target tokens per sequence (whole units only; "
+        "min_masks_per_sequence wins if a unit is longer); none = no cap",
+        ge=1,
     )
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.mlm_probability <= 1.0:
-            raise ValueError(f"mlm_probability must be in (0, 1]; got {self.mlm_probability}")
-        if self.mode not in ("bernoulli", "exact"):
-            raise ValueError(f"selection mode must be 'bernoulli' or 'exact'; got {self.mode!r}")
-        if self.min_masks_per_sequence < 0:
-            raise ValueError(
-                f"min_masks_per_sequence must be >= 0; got {self.min_masks_per_sequence}"
-            )
-        if self.max_predictions is not None and self.max_predictions < 1:
-            raise ValueError(f"max_predictions must be >= 1 or None; got {self.max_predictions}")
+        check(self)
 
 
 @dataclass(frozen=True)
 class CorruptionConfig:
     """What happens to a target: [MASK], a random token, or kept as it is."""
 
-    mask_replace_prob: float = field(
-        default=0.8, metadata=_doc("share of targets replaced by the mask token")
+    mask_replace_prob: float = setting(0.8, help="share of targets replaced by the mask token", ge=0.0, le=1.0)
+    random_replace_prob: float = setting(
+        0.1, help="share of targets replaced by a random replaceable token; the rest are kept", ge=0.0, le=1.0
     )
-    random_replace_prob: float = field(
-        default=0.1,
-        metadata=_doc("share of targets replaced by a random replaceable token; the rest are kept"),
-    )
-    per_unit: bool = field(
-        default=False,
-        metadata=_doc(
-            "decide mask/random/keep once per unit (SpanBERT) instead of once per token (BERT)"
-        ),
+    per_unit: bool = setting(
+        False,
+        flag="corrupt_per_unit",
+        help="decide mask/random/keep once per unit (SpanBERT) instead of once per token (BERT)",
     )
 
     def __post_init__(self) -> None:
-        for name in ("mask_replace_prob", "random_replace_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1]; got {value}")
+        check(self)
         total = self.mask_replace_prob + self.random_replace_prob
         if total > 1.0 + 1e-9:
             raise ValueError(
@@ -144,9 +109,9 @@ class MaskingConfig:
         MaskingConfig(units=UnitConfig(strategy="span"), selection=SelectionConfig(mlm_probability=0.3))
     """
 
-    units: UnitConfig = field(default_factory=UnitConfig)
-    selection: SelectionConfig = field(default_factory=SelectionConfig)
-    corruption: CorruptionConfig = field(default_factory=CorruptionConfig)
+    units: UnitConfig = setting(factory=UnitConfig, help="what one masking unit is")
+    selection: SelectionConfig = setting(factory=SelectionConfig, help="how many units become targets")
+    corruption: CorruptionConfig = setting(factory=CorruptionConfig, help="what happens to a target")
 
     def at_rate(self, mlm_probability: float) -> MaskingConfig:
         """The same settings, selecting ``mlm_probability`` of eligible tokens (e.g. evaluation at 0.15)."""

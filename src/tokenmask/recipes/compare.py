@@ -18,6 +18,7 @@ from typing import Any
 
 from tokenmask.recipes.classifier import load_classifier_tokenizer
 from tokenmask.recipes.config import FinetuneConfig
+from tokenmask.settings import flatten
 from tokenmask.recipes.finetune import finetune, load_finetune_data
 from tokenmask.train.loop import QuietReporter, Reporter
 
@@ -92,7 +93,7 @@ def check_rates(rates: Sequence[float], seeds: int) -> None:
 def compare_augment(
     config: FinetuneConfig, *, rates: Sequence[float], seeds: int = 3, reporter: Reporter = QuietReporter()
 ) -> AugmentComparison:
-    """Fine-tune once per rate and seed (seeds ``config.seed``, ``config.seed + 1``, …) and
+    """Fine-tune once per rate and seed (seeds ``config.loop.seed``, ``config.loop.seed + 1``, …) and
     compare the final validation ``config.metric`` per rate.
 
     Every run has ``config``'s settings but its own ``output`` folder, ``augment_rate`` and
@@ -102,27 +103,25 @@ def compare_augment(
         ValueError: bad rates or seeds (:func:`check_rates`), and the errors of the runs.
     """
     check_rates(rates, seeds)
-    output = Path(config.output)
+    output = Path(config.loop.output)
     tokenizer = load_classifier_tokenizer(config.model)
     data = load_finetune_data(config, tokenizer)
     reporter.message(data.describe())
     summaries = []
     for rate in rates:
         values = []
-        for seed in range(config.seed, config.seed + seeds):
+        for seed in range(config.loop.seed, config.loop.seed + seeds):
             run = replace(
-                config,
-                output=str(output / f"rate-{rate:g}" / f"seed-{seed}"),
+                config.with_loop(output=str(output / f"rate-{rate:g}" / f"seed-{seed}"), seed=seed),
                 augment_rate=rate,
                 augment_adaptive=config.augment_adaptive and rate > 0,
-                seed=seed,
             )
             result = finetune(run, _Relay(reporter), data=data)
             values.append(result.final.metrics()[config.metric])
             reporter.message(f"rate {rate:g}, seed {seed}: {config.metric} {values[-1]:.4f} after {result.steps} steps")
         summaries.append(RateSummary.of(rate, values))
     comparison = AugmentComparison(metric=config.metric, summaries=tuple(summaries), output=str(output))
-    (output / COMPARE_FILE).write_text(json.dumps({**comparison.to_dict(), "config": asdict(config)}, indent=2), encoding="utf-8")
+    (output / COMPARE_FILE).write_text(json.dumps({**comparison.to_dict(), "config": flatten(config)}, indent=2), encoding="utf-8")
     plot_comparison(comparison, output / COMPARE_PLOT)
     return comparison
 

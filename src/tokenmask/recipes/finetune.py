@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,8 @@ from tokenmask.recipes.classifier import (
     load_classifier_tokenizer,
 )
 from tokenmask.recipes.config import FinetuneConfig
+from tokenmask.settings import flatten
+from tokenmask.train.config import LoopConfig
 from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import Job, QuietReporter, Reporter, train
 from tokenmask.use.metrics import plot_confusion
@@ -108,13 +110,14 @@ def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
     return replace(data, repaired=stats.describe())
 
 
-def loop_settings(config: FinetuneConfig, data: FinetuneData) -> FinetuneConfig:
-    """``config`` with ``epochs`` turned into ``max_steps`` (the smaller wins if both are given)."""
+def loop_settings(config: FinetuneConfig, data: FinetuneData) -> LoopConfig:
+    """``config.loop`` with ``epochs`` turned into ``max_steps`` (the smaller wins if both are given)."""
+    loop = config.loop
     if config.epochs is None:
-        return config
-    micro_batches = global_batches_per_epoch(len(data.train), config.batch_size, Shard.from_environment().world)
-    steps = math.ceil(config.epochs * micro_batches / config.grad_accum)
-    return replace(config, max_steps=min(steps, config.max_steps or steps))
+        return loop
+    micro_batches = global_batches_per_epoch(len(data.train), loop.batch_size, Shard.from_environment().world)
+    steps = math.ceil(config.epochs * micro_batches / loop.grad_accum)
+    return replace(loop, max_steps=min(steps, loop.max_steps or steps))
 
 
 def global_batches_per_epoch(examples: int, batch_size: int, world: int) -> int:
@@ -210,7 +213,8 @@ def _job(
     shard: Shard,
     reporter: Reporter,
 ) -> Job:
-    output = Path(config.output)
+    loop = config.loop
+    output = Path(loop.output)
     loaded = load_classifier(checkpoint or config.model, task=data.task, labels=data.labels)
     check_fits(loaded.model, vocab_size=len(tokenizer), max_length=config.max_length, name=str(checkpoint or config.model))
     if checkpoint is None:
@@ -218,9 +222,9 @@ def _job(
             reporter.message(note)
     else:
         tracker.replay(read_metrics(output), int(load_state(checkpoint)["step"]))
-    augmenter = MaskingAugmenter(tokenizer, rate=tracker.rate, strategy=config.augment_strategy, seed=config.seed)
+    augmenter = MaskingAugmenter(tokenizer, rate=tracker.rate, strategy=config.augment_strategy, seed=loop.seed)
     lengths = [len(e["input_ids"]) for e in data.train]
-    sampler = LengthGroupedBatches(lengths, config.batch_size * shard.world, seed=config.seed)  # global batches
+    sampler = LengthGroupedBatches(lengths, loop.batch_size * shard.world, seed=loop.seed)  # global batches
 
     def epoch_batches() -> list[list[int]]:
         """This process's part of each global batch (near-equal contiguous parts; a last batch
@@ -228,9 +232,9 @@ def _job(
         usable = [b for b in sampler.batches() if len(b) >= shard.world]
         return [np.array_split(np.asarray(b), shard.world)[shard.rank].tolist() for b in usable]
 
-    validation = _validation_batches(data, tokenizer, config.batch_size)
+    validation = _validation_batches(data, tokenizer, loop.batch_size)
 
-    per_epoch = global_batches_per_epoch(len(data.train), config.batch_size, shard.world)
+    per_epoch = global_batches_per_epoch(len(data.train), loop.batch_size, shard.world)
 
     def batches(skip: int) -> Iterator[dict[str, Any]]:
         epoch, offset = divmod(skip, per_epoch)
@@ -316,13 +320,18 @@ class FinetuneResult:
         }
 
 
+def describe(config: FinetuneConfig) -> str:
+    """The run's first line: what is fine-tuned for which task, and the limits in force."""
+    return f"fine-tuning {config.model} ({config.task}); {config.loop.describe_limits(epochs=config.epochs)}"
+
+
 def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, data: FinetuneData | None = None) -> FinetuneResult:
-    """Fine-tune ``config.model`` on labelled data; the model ends in ``config.output``/model.
+    """Fine-tune ``config.model`` on labelled data; the model ends in ``config.loop.output``/model.
 
     Evaluates at the start, every ``eval_every`` steps and at the end; keeps the best model by
     ``config.metric`` in ``OUTPUT/best``; writes ``OUTPUT/results.json`` (final and best
     metrics, labels, divergence warnings, config) and ``OUTPUT/confusion.png``. With
-    ``config.resume``, continues from the newest checkpoint as if never interrupted.
+    ``config.loop.resume``, continues from the newest checkpoint as if never interrupted.
 
     Args:
         config: the run's settings.
@@ -337,12 +346,14 @@ def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, da
     tokenizer = load_classifier_tokenizer(config.model)
     if data is None:
         data = load_finetune_data(config, tokenizer)
+    reporter.message(describe(config))
     reporter.message(data.describe())
     tracker = _Tracker(config)
     trained = train(
         loop_settings(config, data),
         lambda checkpoint, shard: _job(config, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter()),
         reporter,
+        settings=flatten(config),
     )
     result = FinetuneResult(
         output=trained.output,
@@ -361,7 +372,7 @@ def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, da
     output = Path(trained.output)
     if not Shard.from_environment().is_main:
         return result
-    report = {**result.to_dict(), "config": asdict(config)}
+    report = {**result.to_dict(), "config": flatten(config)}
     (output / RESULTS_FILE).write_text(json.dumps(report, indent=2), encoding="utf-8")
     title = f"validation, step {result.final_step}"
     plot_confusion(result.final.scores.confusion, result.labels, output / CONFUSION_FILE, title=title)

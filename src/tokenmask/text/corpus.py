@@ -1,7 +1,7 @@
 """Reading text corpora as a stream of documents: files, folders and globs of text, JSON, CSV,
 TSV, Parquet, and folders written by Hugging Face ``datasets``' ``save_to_disk``.
 
-Text files give one document per non-empty line (``unit="line"``), per blank-line-separated
+Text files give one document per non-empty line (``boundary="line"``), per blank-line-separated
 paragraph (``"paragraph"``) or per file (``"file"``); the other formats give the
 ``text_field`` (field or column) of each record, or with :func:`read_records` several columns
 of each record. Every format is read record by record or in batches, never whole, so a corpus
@@ -34,8 +34,9 @@ from tokenmask.text.tabular import (
     require_column,
 )
 
-Unit = Literal["line", "paragraph", "file"]
-UNITS: tuple[str, ...] = ("line", "paragraph", "file")
+DocumentBoundary = Literal["line", "paragraph", "file"]
+"""Where a document of a text file ends: at each line end, at a blank line, or at the end of the file."""
+BOUNDARIES: tuple[str, ...] = ("line", "paragraph", "file")
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSON_SUFFIXES = (".jsonl", ".json")
 TABLE_SUFFIXES = (".csv", ".parquet", ".tsv")
@@ -111,7 +112,7 @@ def _walk(folder: Path, suffixes: Sequence[str]) -> list[Path]:
 def read_documents(
     paths: Iterable[str | Path],
     *,
-    unit: Unit = "line",
+    boundary: DocumentBoundary = "line",
     text_field: str = "text",
     split: str | None = None,
     strict: bool = False,
@@ -122,7 +123,7 @@ def read_documents(
 
     Args:
         paths: files, folders and globs (see :func:`expand_paths`).
-        unit: how text files (.txt, .md, .text) are cut: ``"line"``, ``"paragraph"`` or
+        boundary: how text files (.txt, .md, .text) are cut: ``"line"``, ``"paragraph"`` or
             ``"file"``. Blank lines separate lines and paragraphs, so they are not documents.
         text_field: the field of JSON records, the column of CSV / Parquet files and datasets.
         split: for a ``DatasetDict`` folder, the split to read; None reads all of them in
@@ -134,22 +135,22 @@ def read_documents(
         stats: where replacements are counted (:class:`~tokenmask.text.byte_checks.ReadStats`).
 
     Raises:
-        FileNotFoundError / ValueError: from :func:`expand_paths`; a bad unit; a record
+        FileNotFoundError / ValueError: from :func:`expand_paths`; a bad boundary; a record
             without ``text_field`` (the message names the fields there are); a value that is
             not a string; invalid JSON; a missing split; a binary file; a line over
             ``max_line_bytes``; bytes that are not UTF-8 when ``strict``.
     """
-    if unit not in UNITS:
-        raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    if boundary not in BOUNDARIES:
+        raise ValueError(f"boundary must be one of {', '.join(BOUNDARIES)}; got {boundary!r}")
     checks = TextChecks(strict=strict, max_line_bytes=max_line_bytes, stats=stats or ReadStats())
     for source in expand_paths(paths):
-        yield from _source_documents(source, unit=unit, text_field=text_field, split=split, checks=checks)
+        yield from _source_documents(source, boundary=boundary, text_field=text_field, split=split, checks=checks)
 
 
 def read_texts(
     paths: Iterable[str | Path],
     *,
-    unit: Unit = "line",
+    boundary: DocumentBoundary = "line",
     text_field: str = "text",
     split: str | None = None,
     strict: bool = False,
@@ -158,11 +159,11 @@ def read_texts(
 ) -> Iterator[str]:
     """Stream the non-blank documents of a corpus (:func:`read_documents` without empty ones).
 
-    ``a.txt = "one\\n\\ntwo\\nthree\\n"``: unit ``line`` -> ``["one", "two", "three"]``,
+    ``a.txt = "one\\n\\ntwo\\nthree\\n"``: boundary ``line`` -> ``["one", "two", "three"]``,
     ``paragraph`` -> ``["one", "two three"]``, ``file`` -> ``["one\\n\\ntwo\\nthree"]``.
     """
     documents = read_documents(
-        paths, unit=unit, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes, stats=stats
+        paths, boundary=boundary, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes, stats=stats
     )
     for text in documents:
         if text.strip():
@@ -170,7 +171,7 @@ def read_texts(
 
 
 def _source_documents(
-    source: Path, *, unit: Unit, text_field: str, split: str | None, checks: TextChecks
+    source: Path, *, boundary: DocumentBoundary, text_field: str, split: str | None, checks: TextChecks
 ) -> Iterator[str]:
     if source.is_dir():
         return dataset_documents(source, text_field, split)
@@ -181,14 +182,14 @@ def _source_documents(
         return csv_documents(source, text_field, checks=checks)
     if suffix == ".parquet":
         return parquet_documents(source, text_field)
-    return _plain_documents(source, unit, checks)
+    return _plain_documents(source, boundary, checks)
 
 
-def _plain_documents(path: Path, unit: Unit, checks: TextChecks) -> Iterator[str]:
+def _plain_documents(path: Path, boundary: DocumentBoundary, checks: TextChecks) -> Iterator[str]:
     lines = checks.text_lines(path)
-    if unit == "file":
+    if boundary == "file":
         yield "\n".join(lines).strip()
-    elif unit == "line":
+    elif boundary == "line":
         for line in lines:
             if line.strip():
                 yield line.strip()

@@ -9,13 +9,12 @@ targets contributes zero.
 
 from __future__ import annotations
 
-import json
 import math
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,42 +23,20 @@ from accelerate import Accelerator
 
 from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.settings import flatten
+from tokenmask.train.config import LoopConfig
 from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_checkpoint
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
 from tokenmask.train.parallel import LossModule, gathered_rng_states, make_accelerator, restore_rng_state, summed
-from tokenmask.train.runs import CHECKPOINTS, check_output, clear_old_run, resume_checkpoint, save_resumable
+from tokenmask.train.runs import CHECKPOINTS, CONFIG_FILE, write_settings, check_output, clear_old_run, resume_checkpoint, save_resumable
 from tokenmask.train.schedule import Pace, Schedule
 
 __all__ = ["Job", "NonFiniteSteps", "TrainResult", "backward_step", "train"]
 
 LossFunction = Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor]
 """``(model, batch) -> summed loss`` (a 0-d tensor with grad) over the batch's targets."""
-
-
-class LoopSettings(Protocol):
-    """The settings the loop reads (fields of ``PretrainConfig`` and the fine-tuning config)."""
-
-    output: str
-    seed: int
-    batch_size: int
-    grad_accum: int
-    lr: float
-    weight_decay: float
-    warmup: float
-    schedule: str
-    max_steps: int | None
-    max_tokens: int | None
-    max_time: float | None
-    eval_every: int
-    save_every: int
-    keep_last: int
-    resume: bool
-    overwrite: bool
-    precision: str
-    cpu: bool
-    max_bad_steps: int
 
 
 class Reporter(Protocol):
@@ -123,7 +100,7 @@ def count_targets(micro_batches: list[dict[str, torch.Tensor]]) -> int:
     return sum(int((b["labels"] != IGNORE_INDEX).sum()) for b in micro_batches)
 
 
-def _optimizer(model: torch.nn.Module, config: LoopSettings) -> torch.optim.Optimizer:
+def _optimizer(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimizer:
     """AdamW without weight decay on biases and norms; the fused kernel (as the HF Trainer
     uses since torch 2.8) where the parameters' device has it."""
     decay, no_decay = [], []
@@ -205,7 +182,11 @@ def _save(
 
 
 def train(
-    config: LoopSettings, build: Callable[[Path | None, Shard], Job], reporter: Reporter = QuietReporter()
+    config: LoopConfig,
+    build: Callable[[Path | None, Shard], Job],
+    reporter: Reporter = QuietReporter(),
+    *,
+    settings: Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Run the loop on the :class:`Job` that ``build(checkpoint, shard)`` makes; the model ends in OUTPUT/model.
 
@@ -218,7 +199,9 @@ def train(
 
     Under ``accelerate launch`` / ``torchrun`` every process runs this; ``shard`` tells the job
     which slice of each global batch is its own. Only the main process reports, logs and
-    writes checkpoints; all of them evaluate (the same numbers).
+    writes checkpoints; all of them evaluate (the same numbers). ``settings`` (the recipe's
+    resolved config, flat) are written to ``OUTPUT/config.yaml``, which replays the run
+    (``tokenmask pretrain --config OUTPUT/config.yaml``).
 
     A step whose loss or gradient is not finite is skipped (no update) and logged.
 
@@ -242,7 +225,7 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule, last_epoch=result.steps - 1)
     if shard.is_main:
         output.mkdir(parents=True, exist_ok=True)
-        (output / "run_config.json").write_text(json.dumps({**asdict(config), "processes": shard.world}, indent=2), encoding="utf-8")
+        write_settings(output / CONFIG_FILE, settings if settings is not None else flatten(config))
     log = RunLog(output, append=checkpoint is not None) if shard.is_main else _NoLog()
     evaluation_seconds = 0.0
     pace = Pace(config, result.steps, result.seconds)
@@ -332,7 +315,7 @@ def train(
 
 
 def _build(
-    config: LoopSettings, build: Callable[[Path | None, Shard], Job], accelerator: Accelerator, shard: Shard, reporter: Reporter
+    config: LoopConfig, build: Callable[[Path | None, Shard], Job], accelerator: Accelerator, shard: Shard, reporter: Reporter
 ) -> tuple[Job, Path | None]:
     """Check the output folder, find the checkpoint to resume from, build the job; say what runs where."""
     output = Path(config.output)
@@ -401,7 +384,7 @@ def _forward(wrapped: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.
     return wrapped(batch)  # LossModule: the job's loss, inside DDP's / FSDP's forward
 
 
-def _non_finite_message(config: LoopSettings, output: Path, step: int) -> str:
+def _non_finite_message(config: LoopConfig, output: Path, step: int) -> str:
     kept = newest_valid_checkpoint(output / CHECKPOINTS)
     where = f"the last good checkpoint is {kept}" if kept is not None else "no checkpoint was written"
     return (
@@ -420,7 +403,7 @@ class _NoLog:
         pass
 
 
-def _limit_reached(config: LoopSettings, result: TrainResult, elapsed: float) -> bool:
+def _limit_reached(config: LoopConfig, result: TrainResult, elapsed: float) -> bool:
     return (
         (config.max_steps is not None and result.steps >= config.max_steps)
         or (config.max_tokens is not None and result.tokens >= config.max_tokens)

@@ -10,9 +10,9 @@ only once a new one is on disk and verified.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tokenmask.train.checkpoint import (
     InvalidCheckpoint,
@@ -25,16 +25,15 @@ from tokenmask.train.checkpoint import (
 )
 from tokenmask.train.logs import METRICS_FILE, truncate_metrics
 
+if TYPE_CHECKING:
+    from tokenmask.train.config import LoopConfig
+
 CHECKPOINTS = "checkpoints"
-RUN_CONFIG = "run_config.json"
+CONFIG_FILE = "config.yaml"
+"""Every resolved setting of the run; its presence marks a folder that holds a run."""
 
 
-class OutputSettings(Protocol):
-    resume: bool
-    overwrite: bool
-
-
-def check_output(output: Path, config: OutputSettings) -> None:
+def check_output(output: Path, config: LoopConfig) -> None:
     """Refuse to mix two runs in one folder (nothing is changed: see :func:`clear_old_run`).
 
     ``resume`` on a folder without a run is allowed (:func:`resume_checkpoint` then starts from
@@ -43,9 +42,16 @@ def check_output(output: Path, config: OutputSettings) -> None:
     Raises:
         ValueError: ``output`` holds a run and neither ``resume`` nor ``overwrite`` is set.
     """
-    holds_run = (output / RUN_CONFIG).exists()
+    holds_run = (output / CONFIG_FILE).exists()
     if holds_run and not (config.resume or config.overwrite):
         raise ValueError(f"{output} already holds a run: pass --resume to continue it, or --overwrite")
+
+
+def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
+    """Write a run's flat settings as YAML (``tokenmask pretrain --config PATH`` replays them)."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(dict(settings), sort_keys=False, allow_unicode=True), encoding="utf-8")
 
 
 def clear_old_run(output: Path) -> None:

@@ -9,15 +9,10 @@ ends when the time does.
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-
-class ScheduleSettings(Protocol):
-    warmup: float
-    schedule: str
-    max_steps: int | None
-    max_tokens: int | None
-    max_time: float | None
+if TYPE_CHECKING:
+    from tokenmask.train.config import LoopConfig
 
 
 class Schedule:
@@ -30,7 +25,7 @@ class Schedule:
     Everything needed to continue is in :meth:`state`.
     """
 
-    def __init__(self, config: ScheduleSettings) -> None:
+    def __init__(self, config: LoopConfig) -> None:
         self.config, self.horizon = config, config.max_steps
         self.fitted = config.max_tokens is None and config.max_time is None
         self.warmup_steps = max(1, int(config.warmup * self.horizon)) if self.fitted and self.horizon else None
@@ -75,7 +70,7 @@ class Pace:
     from the wall-clock pace since the previous fit, so the decay ends when the time does.
     """
 
-    def __init__(self, config: ScheduleSettings, steps: int, elapsed: float = 0.0) -> None:
+    def __init__(self, config: LoopConfig, steps: int, elapsed: float = 0.0) -> None:
         self.config = config
         self.ten_steps_in = 0.0
         self.mark = (steps, elapsed)  # (steps, elapsed) at the last fit; a resumed run starts from its checkpoint's
@@ -101,7 +96,7 @@ class Pace:
 
 
 def fitted_horizon(
-    config: ScheduleSettings,
+    config: LoopConfig,
     steps: int,
     tokens: int,
     seconds_per_step: float | None = None,

@@ -1,0 +1,105 @@
+"""Flags generated from the config declarations, and configs built from flags and YAML files.
+
+One mechanism for every command: :func:`add_settings` turns each setting of a config
+(:func:`tokenmask.settings.leaves`) into a flag (kebab case, type and choices from the field's
+type, help from its declaration, the default shown), and :func:`config_from` builds the
+config from the settings given: defaults < the ``--config`` YAML file < flags, whatever the
+order on the command line. Flags are registered with ``default=SUPPRESS``, so the parsed
+namespace holds exactly what the user typed.
+
+Why not jsonargparse or tyro: jsonargparse lets a flag typed before ``--config`` be overridden
+by the file; tyro prints multi-line error boxes and costs its import on ``--help``. argparse
+does the parsing here; this module only walks the declarations (about 100 lines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tokenmask.settings import Leaf, build, converted, leaves, nested_type as _nested_type
+
+
+def add_settings(parser: argparse.ArgumentParser, config_type: type, *, title: str, defaults: Any = None) -> None:
+    """One flag per setting of ``config_type`` (positional settings as positional arguments).
+
+    ``defaults``: an instance whose values are shown as the defaults (else the fields' own).
+    """
+    groups: dict[tuple[str, ...], Any] = {}
+    for leaf in leaves(config_type, defaults):
+        section = leaf.path[:-1]  # a nested config's settings are grouped under its field's help
+        if section not in groups:
+            groups[section] = parser.add_argument_group(_section_title(config_type, section) or title)
+        group = groups[section]
+        name = leaf.key.replace("_", "-")
+        help_text = (leaf.help + _shown_default(leaf)).replace("%", "%%")
+        if leaf.declared.metadata.get("positional"):
+            parser.add_argument(leaf.key, nargs="*", metavar=name.upper(), default=argparse.SUPPRESS, help=help_text)
+        elif leaf.kind is bool:
+            group.add_argument(f"--{name}", dest=leaf.key, action="store_true", default=argparse.SUPPRESS, help=help_text)
+        elif leaf.kind is tuple:
+            metavar = "DATA" if leaf.key == "eval" else "PATH"
+            group.add_argument(f"--{name}", dest=leaf.key, nargs="+", metavar=metavar, default=argparse.SUPPRESS, help=help_text)
+        else:
+            group.add_argument(
+                f"--{name}", dest=leaf.key, type=leaf.kind, choices=leaf.choices, default=argparse.SUPPRESS, help=help_text
+            )
+
+
+def given_settings(args: argparse.Namespace, config_type: type) -> dict[str, Any]:
+    """The settings of ``config_type`` typed on the command line (an empty positional list is none given)."""
+    keys = {leaf.key for leaf in leaves(config_type)}
+    return {key: value for key, value in vars(args).items() if key in keys and value != []}
+
+
+def config_from(config_type: type, args: argparse.Namespace, *, config_file: Path | None = None, defaults: Any = None) -> Any:
+    """The config the user asked for: defaults, then the YAML ``config_file``, then the flags typed.
+
+    Raises:
+        ValueError: an unreadable or malformed file, a key that is no setting (named with the
+            file), or a setting out of range.
+    """
+    settings: dict[str, Any] = {}
+    if config_file is not None:
+        settings = read_settings_file(config_file)
+        try:
+            converted(config_type, settings)  # name the file when a key or value of its own is wrong
+        except ValueError as error:
+            raise ValueError(f"{config_file}: {error}") from None
+    return build(config_type, {**settings, **given_settings(args, config_type)}, defaults)
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """A YAML mapping of settings (flag names as keys, in kebab or snake case), e.g. a run's ``config.yaml``.
+
+    Raises:
+        ValueError: the file cannot be read, is not YAML, or is not a mapping.
+    """
+    import yaml
+
+    try:
+        settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML ({error})") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read the config file ({error.strerror or error})") from None
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"{path}: expected a mapping of settings, e.g. 'max-steps: 100'")
+    return dict(settings)
+
+
+def _section_title(config_type: type, section: tuple[str, ...]) -> str:
+    """``("loop",) -> "the training loop"``: the help of the field holding a nested config."""
+    for name in section:
+        declared = {f.name: f for f in dataclasses.fields(config_type)}[name]
+        config_type = _nested_type(config_type, name)
+    return str(declared.metadata.get("help", "")) if section else ""
+
+
+def _shown_default(leaf: Leaf) -> str:
+    if leaf.default is None or leaf.default is False or leaf.default in ((), ""):
+        return ""
+    return f" (default: {leaf.default:g})" if isinstance(leaf.default, float) else f" (default: {leaf.default})"

@@ -1,0 +1,237 @@
+"""The ``tokenmask`` command line: one subcommand per verb, flags generated from the configs.
+
+Settings of a config (masking, reading, blocks, the recipes) become flags through
+:func:`tokenmask.cli.flags.add_settings`; only what belongs to a command alone (its input
+text, ``--json``, ``--no-demo``…) is declared here. Abbreviated flags are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tokenmask.cli import commands
+from tokenmask.cli.flags import add_settings
+from tokenmask.masking.config import MaskingConfig
+
+_TEXTS_HELP = "files, folders or globs: one text per line of .txt/.md, the --text-field of .jsonl/.csv/.parquet records"
+_TOKENIZER_HELP = (
+    "tokenizer folder, or a built-in name: bert-base-uncased, roberta-gpt2, minilm (default: the model's own for "
+    "evaluate, else bert-base-uncased; with a model, it must have the model's vocabulary)"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tokenmask",
+        description="Correct, fast, deterministic token masking for masked-language-model training.",
+        allow_abbrev=False,
+    )
+    verbs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_mask, _stats, _pretrain, _evaluate, _fill, _embed, _search, _finetune, _compare, _tokenizer):
+        add(verbs)
+    return parser
+
+
+def _command(verbs, name: str, run, *, help: str, description: str) -> argparse.ArgumentParser:
+    command = verbs.add_parser(name, help=help, description=description, allow_abbrev=False)
+    command.set_defaults(run=run)
+    return command
+
+
+def _add_masking(command: argparse.ArgumentParser) -> None:
+    """The masking flags, ``--seed`` and ``--tokenizer`` of the commands that mask without training."""
+    add_settings(command, MaskingConfig, title="masking")
+    command.add_argument("--seed", type=int, default=0, help="random seed of the masks (default: 0)")
+    command.add_argument("--tokenizer", help=_TOKENIZER_HELP)
+
+
+def _config_file(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--config", type=Path, help="YAML file of settings (flag names as keys, e.g. a run's OUTPUT/config.yaml); flags override it"
+    )
+
+
+def _mask(verbs) -> None:
+    mask = _command(
+        verbs, "mask", commands.cmd_mask,
+        help="show how a text is masked: original vs corrupted tokens, coloured by outcome",
+        description="Mask a text and show original and corrupted tokens side by side. "
+        "Without TEXT or --file, masks a few bundled lines of Shakespeare.",
+    )  # fmt: skip
+    mask.add_argument("text", nargs="*", metavar="TEXT", help="text to mask")
+    mask.add_argument("--file", type=Path, help="mask each line of this file (.txt/.md/.jsonl)")
+    mask.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
+    mask.add_argument("--json", action="store_true", help="print JSON instead of a coloured view")
+    _add_masking(mask)
+
+
+def _stats(verbs) -> None:
+    stats = _command(
+        verbs, "stats", commands.cmd_stats,
+        help="measure a masking configuration on a corpus, with binomial confidence intervals",
+        description="Mask a corpus and measure the selected share, the mask/random/keep split, "
+        "unit lengths and special tokens hit (must be 0), each with a 99%% Wilson interval "
+        "against the configured value. Without CORPUS, uses the bundled Shakespeare plays (one "
+        "document per scene). Exit code 1 if a special token was selected or a protected id drawn.",
+    )  # fmt: skip
+    stats.add_argument("corpus", nargs="*", help="files, folders or globs (.txt/.md: one text per line; .jsonl: --text-field)")
+    stats.add_argument("--text-field", default="text", help="JSON Lines field holding the text (default: text)")
+    stats.add_argument("--max-length", type=int, default=128, help="block length in tokens (default: 128)")
+    stats.add_argument(
+        "--pack", action=argparse.BooleanOptionalAction, default=True,
+        help="pack texts into full blocks as in pre-training (default); --no-pack masks each text alone, truncated to --max-length",
+    )  # fmt: skip
+    stats.add_argument("--batch-size", type=int, default=256, help="examples per batch (default: 256)")
+    stats.add_argument("--max-tokens", type=int, default=200_000, help="stop after this many tokens (default: 200000)")
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    _add_masking(stats)
+
+
+def _pretrain(verbs) -> None:
+    from tokenmask.recipes.config import PretrainConfig
+
+    pretrain = _command(
+        verbs, "pretrain", commands.cmd_pretrain,
+        help="pre-train a masked-LM (default: modernbert-tiny on the bundled Shakespeare, ~10 min on 2 cores)",
+        description="Pre-train a masked-language model with tokenmask's masking and a sparse prediction head, "
+        "evaluating at fixed masks; then show fill-mask predictions for held-out lines. Without CORPUS, trains on "
+        "the bundled Shakespeare plays. The run writes every resolved setting to OUTPUT/config.yaml: "
+        "--config OUTPUT/config.yaml --output OTHER replays it.",
+    )  # fmt: skip
+    _config_file(pretrain)
+    pretrain.add_argument("--no-demo", action="store_true", help="skip the fill-mask demo at the end")
+    add_settings(pretrain, PretrainConfig, title="pre-training")
+
+
+def _evaluate(verbs) -> None:
+    from tokenmask.blocks.config import BlocksConfig
+    from tokenmask.text.config import ReadingConfig
+
+    evaluate = _command(
+        verbs, "evaluate", commands.cmd_evaluate,
+        help="masked-token loss, perplexity and accuracy of a checkpoint, at fixed masks; pseudo-perplexity",
+        description="Evaluate a masked-LM checkpoint folder at fixed masks. Without CORPUS, on the held-out "
+        "documents of the bundled Shakespeare. With --pseudo-perplexity, also the pseudo-perplexity of Salazar "
+        "et al. (2020): each token masked alone, exp(-mean log-prob).",
+    )  # fmt: skip
+    evaluate.add_argument("model", type=Path, help="checkpoint folder (e.g. OUTPUT/model of pretrain), or minilm")
+    evaluate.add_argument("corpus", nargs="*", help="files, folders or globs")
+    evaluate.add_argument("--max-blocks", type=int, default=512, help="evaluate on at most this many blocks (default: 512)")
+    evaluate.add_argument(
+        "--pseudo-perplexity", action="store_true",
+        help="also score each non-special token masked alone (one forward pass per token; see --max-tokens)",
+    )  # fmt: skip
+    evaluate.add_argument(
+        "--max-tokens", type=int, default=2048,
+        help="with --pseudo-perplexity: score at most this many tokens, the first of the first blocks (default: 2048)",
+    )  # fmt: skip
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    add_settings(evaluate, ReadingConfig, title="reading")
+    add_settings(evaluate, BlocksConfig, title="blocks")
+    _add_masking(evaluate)
+
+
+def _fill(verbs) -> None:
+    fill = _command(verbs, "fill", commands.cmd_fill, help="fill-mask predictions of a checkpoint",
+                    description="Predict the words behind [MASK] (or <mask>).")  # fmt: skip
+    fill.add_argument("model", type=Path, help="checkpoint folder")
+    fill.add_argument("text", nargs="+", help="text with [MASK] or <mask>")
+    fill.add_argument("--top-k", type=int, default=5, help="predictions per mask (default: 5)")
+    fill.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _encoder_arguments(command: argparse.ArgumentParser) -> None:
+    """The model and text flags that ``embed`` and ``search`` share (they must agree)."""
+    command.add_argument(
+        "model", metavar="MODEL", help="checkpoint folder (e.g. OUTPUT/model of pretrain, any Hugging Face encoder or masked-LM), or minilm"
+    )
+    command.add_argument("--text-field", default="text", help="text field / column of JSON, CSV, Parquet records (default: text)")
+    command.add_argument(
+        "--max-length", type=int, default=256, help="tokens per text at most, special tokens included; longer texts are cut (default: 256)"
+    )
+
+
+def _embed(verbs) -> None:
+    embed = _command(
+        verbs, "embed", commands.cmd_embed,
+        help="sentence embeddings of a text file into a .npy matrix (one row per text)",
+        description="Embed each text with a checkpoint's encoder (the masked-LM head is not used): the mean "
+        "of its last hidden states over the tokens that are neither special nor padding, scaled to unit "
+        "length unless --no-normalize. Rows follow the input order; blank lines are skipped. Saves a "
+        "float32 .npy matrix (texts x hidden size) for `tokenmask search`.",
+    )  # fmt: skip
+    _encoder_arguments(embed)
+    embed.add_argument("--input", nargs="+", required=True, metavar="FILE", help=_TEXTS_HELP)
+    embed.add_argument("--output", type=Path, required=True, help="the .npy file to write (exactly this name)")
+    embed.add_argument(
+        "--batch-size", type=int, default=32, help="texts per forward pass; texts are sorted by length so batches pad little (default: 32)"
+    )
+    embed.add_argument(
+        "--normalize", action=argparse.BooleanOptionalAction, default=True,
+        help="scale each vector to unit L2 norm, so a dot product is the cosine similarity, as retrieval "
+        "and vector stores expect (default: on); --no-normalize keeps the plain means",
+    )  # fmt: skip
+
+
+def _search(verbs) -> None:
+    search = _command(
+        verbs, "search", commands.cmd_search,
+        help="the texts most similar to a query, by cosine similarity over an index from `embed`",
+        description="Embed QUERY with MODEL and rank the texts of an index built by `tokenmask embed` "
+        "(same model, same texts) by cosine similarity; prints rank, score and text.",
+    )  # fmt: skip
+    _encoder_arguments(search)
+    search.add_argument("--index", type=Path, required=True, help="the .npy file written by `tokenmask embed`")
+    search.add_argument("--texts", nargs="+", required=True, metavar="FILE", help=f"the input of `embed`: {_TEXTS_HELP}")
+    search.add_argument("--query", required=True, help="the text to look for")
+    search.add_argument("--top-k", type=int, default=5, help="results to show (default: 5)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _finetune(verbs) -> None:
+    from tokenmask.recipes.config import FinetuneConfig
+
+    finetune = _command(
+        verbs, "finetune", commands.cmd_finetune,
+        help="fine-tune a classifier or token tagger (default: minilm on Rotten Tomatoes reviews, ~10 min on 2 cores)",
+        description="Fine-tune a checkpoint (minilm, or OUTPUT/model of pretrain) to classify texts or tag words, "
+        "optionally with [MASK] augmentation that keeps the labels. Evaluates on held-out examples (split by "
+        "--group-by when given), keeps the best checkpoint in OUTPUT/best, warns when validation loss rises "
+        "while training loss falls, and writes OUTPUT/results.json and a confusion matrix. Without DATA, "
+        "fine-tunes on the built-in Rotten Tomatoes snippets (fresh / rotten), validated on held-out movies.",
+    )  # fmt: skip
+    _config_file(finetune)
+    add_settings(finetune, FinetuneConfig, title="fine-tuning")
+
+
+def _compare(verbs) -> None:
+    from tokenmask.recipes.config import FinetuneConfig
+
+    compare = _command(
+        verbs, "compare-augment", commands.cmd_compare_augment,
+        help="fine-tune at several [MASK] augmentation rates and seeds; mean ± std per rate, and a plot",
+        description="Run the same fine-tuning once per augmentation rate and seed (each in OUTPUT/rate-R/seed-S) "
+        "and compare the final validation metric (--best-metric, default macro_f1 or span_f1): mean ± sample "
+        "standard deviation per rate, printed and plotted to OUTPUT/compare.png. Give the length of each run "
+        "with --max-time (minutes per run), --max-steps or --epochs.",
+    )  # fmt: skip
+    compare.add_argument("--rates", default="0,0.05,0.1,0.2", help="comma-separated augmentation rates (default: 0,0.05,0.1,0.2)")
+    compare.add_argument("--seeds", type=int, default=3, help="runs per rate, seeds --seed, --seed + 1, … (default: 3)")
+    _config_file(compare)
+    add_settings(compare, FinetuneConfig, title="fine-tuning")
+
+
+def _tokenizer(verbs) -> None:
+    tokenizer = verbs.add_parser("tokenizer", help="tokenizer tools", description="Tokenizer tools.", allow_abbrev=False)
+    tools = tokenizer.add_subparsers(dest="tokenizer_command", required=True, metavar="COMMAND")
+    train = _command(
+        tools, "train", commands.cmd_tokenizer_train,
+        help="train a tokenizer on a corpus and save it as a Hugging Face tokenizer folder",
+        description="Train a WordPiece, byte-level BPE or Unigram (SentencePiece-style) tokenizer with "
+        "[CLS]/[SEP]/[MASK] special tokens. Without CORPUS, on the bundled Shakespeare.",
+    )  # fmt: skip
+    train.add_argument("corpus", nargs="*", help="files, folders or globs (.txt/.md: one text per line; .jsonl)")
+    train.add_argument("--output", type=Path, required=True, help="folder to save the tokenizer in")
+    train.add_argument("--kind", choices=("wordpiece", "bpe", "unigram"), default="wordpiece", help="model (default: wordpiece)")
+    train.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size (default: 8000)")

@@ -1,0 +1,250 @@
+"""Settings declared once: each config field carries its help text, its range and its flag name.
+
+Every config of tokenmask is a frozen dataclass whose fields are made with :func:`setting`;
+:func:`check` validates a config against those declarations (ranges, ``Literal`` choices),
+:func:`leaves` walks them (nested configs flattened), :func:`flatten` / :func:`build` turn a
+config into flat ``{key: value}`` settings and back. The command line (:mod:`tokenmask.cli.flags`)
+and the YAML files that replay a run are generated from the same walk, so a setting is written
+in one place. Standard library only: ``tokenmask --help`` imports this without torch.
+
+Example::
+
+    @dataclass(frozen=True)
+    class Demo:
+        steps: int = setting(10, help="optimizer steps", ge=1)
+        def __post_init__(self) -> None:
+            check(self)
+
+    Demo(steps=0)  # ValueError: steps must be >= 1; got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import MISSING, dataclass, field
+from typing import Any, Literal, Union, get_args, get_origin
+
+
+def setting(
+    default: Any = MISSING,
+    *,
+    help: str,
+    factory: Any = MISSING,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    flag: str | None = None,
+    positional: bool = False,
+    choices: tuple[Any, ...] | None = None,
+) -> Any:
+    """A dataclass field with its declaration: help text, bounds, and how the command line names it.
+
+    Args:
+        default: the default value (or ``factory`` for a nested config / mutable default).
+        help: one sentence for ``--help`` and the docs; the default is appended by the CLI.
+        ge, gt, le, lt: bounds checked by :func:`check` (None values are not checked).
+        flag: the flag's name where it differs from the field's (``"selection"`` for ``mode``).
+        positional: a positional argument of the command (corpora, data files).
+        choices: the choices offered on the command line, where fewer than the type allows.
+    """
+    metadata = {
+        "help": help, "ge": ge, "gt": gt, "le": le, "lt": lt, "flag": flag, "positional": positional, "choices": choices,
+    }  # fmt: skip
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One setting of a (possibly nested) config: where it sits and how it is typed."""
+
+    path: tuple[str, ...]
+    """Field names from the top config down, e.g. ``("masking", "selection", "mode")``."""
+    declared: dataclasses.Field
+    kind: type
+    """The value's type without None: int, float, str, bool, or tuple for a list of strings."""
+    optional: bool
+    choices: tuple[Any, ...] | None
+    default: Any
+
+    @property
+    def key(self) -> str:
+        """The flat name of the setting: the flag's name in snake case (``mlm_probability``, ``selection``)."""
+        return (self.declared.metadata.get("flag") or self.path[-1]).replace("-", "_")
+
+    @property
+    def help(self) -> str:
+        return str(self.declared.metadata.get("help", ""))
+
+
+def leaves(config_type: type, defaults: Any = None, prefix: tuple[str, ...] = ()) -> Iterator[Leaf]:
+    """Every setting of ``config_type``, nested configs flattened, with its default.
+
+    ``defaults`` is an instance whose values are the defaults (a nested config's defaults come
+    from its field's default factory when not given).
+    """
+    hints = _hints(config_type)
+    for f in dataclasses.fields(config_type):
+        default = getattr(defaults, f.name) if defaults is not None else _field_default(f)
+        if dataclasses.is_dataclass(hints[f.name]):
+            yield from leaves(hints[f.name], default, (*prefix, f.name))
+            continue
+        kind, optional, choices = _describe(hints[f.name])
+        yield Leaf((*prefix, f.name), f, kind, optional, f.metadata.get("choices") or choices, default)
+
+
+def check(config: Any) -> None:
+    """Validate every field of ``config`` against its declared bounds and ``Literal`` choices.
+
+    Raises:
+        ValueError: naming the first field out of range, e.g. ``lr must be > 0; got -1.0``.
+    """
+    hints = _hints(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if value is None or dataclasses.is_dataclass(value):
+            continue
+        name = f.metadata.get("flag") or f.name  # the name the user knows it by
+        _, _, choices = _describe(hints[f.name])
+        if choices is not None and value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
+        problem = _out_of_bounds(value, f.metadata)
+        if problem:
+            raise ValueError(f"{name} must be {problem}; got {value!r}")
+
+
+def flatten(config: Any) -> dict[str, Any]:
+    """``{key: value}`` for every setting of ``config`` (tuples as lists): what a run's config.yaml holds."""
+    flat = {}
+    for leaf in leaves(type(config), config):
+        flat[leaf.key] = list(leaf.default) if isinstance(leaf.default, tuple) else leaf.default
+    return flat
+
+
+def build(config_type: type, values: Mapping[str, Any], defaults: Any = None) -> Any:
+    """A ``config_type`` from flat settings (keys as :attr:`Leaf.key`, or their kebab-case form).
+
+    Settings not in ``values`` keep their defaults (from ``defaults``, else the fields' own).
+
+    Raises:
+        ValueError: a key that is no setting of ``config_type``, a value of the wrong type,
+            or any check of the configs themselves.
+    """
+    return _assemble(config_type, defaults, converted(config_type, values), ())
+
+
+def converted(config_type: type, values: Mapping[str, Any]) -> dict[tuple[str, ...], Any]:
+    """``values`` by their settings' paths, each converted to its type (:func:`convert`).
+
+    Raises:
+        ValueError: a key that is no setting of ``config_type``, or a value of the wrong type.
+    """
+    known = {leaf.key: leaf for leaf in leaves(config_type)}
+    given: dict[tuple[str, ...], Any] = {}
+    for key, value in values.items():
+        leaf = known.get(str(key).replace("-", "_"))
+        if leaf is None:
+            raise ValueError(f"unknown setting {key!r}")
+        given[leaf.path] = convert(leaf, value)
+    return given
+
+
+def convert(leaf: Leaf, value: Any) -> Any:
+    """``value`` (from YAML or the command line) as the setting's type: ``"3" -> 3`` for an int.
+
+    Raises:
+        ValueError: a value that is not of the type (``"fast"`` for an int), or not a choice.
+    """
+    if value is None:
+        if leaf.optional:
+            return None
+        raise ValueError(f"{leaf.key} needs a value")
+    try:
+        if leaf.kind is tuple:
+            value = tuple(str(v) for v in ([value] if isinstance(value, str) else value))
+        elif leaf.kind is bool:
+            if not isinstance(value, bool):
+                raise TypeError
+        elif leaf.kind is int and isinstance(value, float) and not value.is_integer():
+            raise TypeError
+        else:
+            value = leaf.kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{leaf.key} must be {_TYPE_WORDS[leaf.kind]}; got {value!r}") from None
+    if leaf.choices is not None and value not in leaf.choices:
+        raise ValueError(f"{leaf.key} must be one of {', '.join(map(str, leaf.choices))}; got {value!r}")
+    return value
+
+
+_TYPE_WORDS = {int: "a whole number", float: "a number", str: "a text", bool: "true or false", tuple: "a list of texts"}
+
+
+def _assemble(config_type: type, defaults: Any, given: dict[tuple[str, ...], Any], prefix: tuple[str, ...]) -> Any:
+    hints = _hints(config_type)
+    keywords = {}
+    for f in dataclasses.fields(config_type):
+        path = (*prefix, f.name)
+        default = getattr(defaults, f.name) if defaults is not None else MISSING
+        if dataclasses.is_dataclass(hints[f.name]):
+            base = default if default is not MISSING else _field_default(f)
+            keywords[f.name] = _assemble(hints[f.name], base, given, path)
+        elif path in given:
+            keywords[f.name] = given[path]
+        elif default is not MISSING:
+            keywords[f.name] = default
+    return config_type(**keywords)
+
+
+def nested_type(config_type: type, name: str) -> type:
+    """The config class of the nested field ``name`` of ``config_type``."""
+    return _hints(config_type)[name]
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return None
+
+
+@functools.cache
+def _hints(config_type: type) -> dict[str, Any]:
+    return typing.get_type_hints(config_type)
+
+
+def _describe(hint: Any) -> tuple[type, bool, tuple[Any, ...] | None]:
+    """``(kind, optional, choices)`` of a field's type: ``int | None -> (int, True, None)``."""
+    optional = False
+    if get_origin(hint) in (Union, types.UnionType):
+        arguments = [a for a in get_args(hint) if a is not type(None)]
+        optional = len(arguments) < len(get_args(hint))
+        hint = arguments[0]
+    if get_origin(hint) is Literal:
+        choices = get_args(hint)
+        return type(choices[0]), optional, choices
+    if get_origin(hint) is tuple:
+        return tuple, optional, None
+    return hint, optional, None
+
+
+def _out_of_bounds(value: Any, metadata: Mapping[str, Any]) -> str:
+    """The broken bound in words (``"in (0, 1]"``, ``">= 1"``), or ``""`` when ``value`` is within."""
+    low = ("ge", metadata["ge"]) if metadata.get("ge") is not None else ("gt", metadata.get("gt"))
+    high = ("le", metadata["le"]) if metadata.get("le") is not None else ("lt", metadata.get("lt"))
+    inside = (low[1] is None or (value >= low[1] if low[0] == "ge" else value > low[1])) and (
+        high[1] is None or (value <= high[1] if high[0] == "le" else value < high[1])
+    )
+    if inside:
+        return ""
+    if low[1] is not None and high[1] is not None:
+        return f"in {'[' if low[0] == 'ge' else '('}{low[1]:g}, {high[1]:g}{']' if high[0] == 'le' else ')'}"
+    if low[1] is not None:
+        return f"{'>=' if low[0] == 'ge' else '>'} {low[1]:g}"
+    return f"{'<=' if high[0] == 'le' else '<'} {high[1]:g}"

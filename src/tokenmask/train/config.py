@@ -1,0 +1,79 @@
+"""Settings of the training loop, shared by pre-training and fine-tuning (each recipe composes one).
+
+The recipes set their own defaults (``PretrainConfig`` trains at lr 2e-3, ``FinetuneConfig`` at
+1e-4); the declarations, their ranges and help text are written here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from tokenmask.settings import check, setting
+
+DEFAULT_MINUTES = 9.0
+"""The time limit of a run given no limit at all: about 10 minutes in all on 2 CPU cores."""
+
+Precision = Literal["auto", "fp32", "bf16"]
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Where a run writes, how it batches and steps, when it stops, evaluates and saves.
+
+    The run stops at the first limit reached (``max_steps``, ``max_tokens``, ``max_time``, or
+    the recipe's ``epochs``); with none given it stops after :data:`DEFAULT_MINUTES`
+    (:meth:`with_default_limit`).
+    """
+
+    output: str = setting("", help="output folder (the model ends in OUTPUT/model); required")
+    batch_size: int = setting(8, help="examples (blocks) per micro-batch", ge=1)
+    grad_accum: int = setting(1, help="micro-batches per optimizer step", ge=1)
+    lr: float = setting(2e-3, help="peak learning rate (AdamW)", gt=0.0)
+    weight_decay: float = setting(0.01, help="AdamW weight decay (never on biases and norms)", ge=0.0)
+    warmup: float = setting(0.06, help="share of steps spent warming the learning rate up", ge=0.0, lt=1.0)
+    schedule: Literal["linear", "cosine"] = setting("linear", help="decay after warm-up")
+    max_steps: int | None = setting(None, help="stop after this many optimizer steps", ge=1)
+    max_tokens: int | None = setting(None, help="stop after this many training tokens", ge=1)
+    max_time: float | None = setting(
+        None, help=f"stop after this many minutes, counted across resumes ({DEFAULT_MINUTES:g} when no limit is given)", gt=0.0
+    )
+    eval_every: int = setting(250, help="evaluate every N steps (and at the start and end)", ge=1)
+    save_every: int = setting(500, help="write a resumable checkpoint every N steps to OUTPUT/checkpoints/step-N", ge=1)
+    keep_last: int = setting(
+        2, help="keep the N newest valid checkpoints; older ones are removed once a new one is written and verified", ge=1
+    )
+    resume: bool = setting(False, help="continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)")
+    overwrite: bool = setting(False, help="start afresh in an OUTPUT that already holds a run")
+    seed: int = setting(0, help="random seed (model init, order, masks, dropout)", ge=0)
+    precision: Precision = setting(
+        "auto", help="auto = bf16 autocast where the hardware has it (recent GPUs, AMX/AVX512-BF16 CPUs), else fp32"
+    )
+    cpu: bool = setting(False, help="train on the CPU even if a GPU is present")
+    max_bad_steps: int = setting(
+        5, help="stop after this many steps in a row with a NaN or infinite loss or gradient (each is skipped)", ge=1
+    )
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    @property
+    def has_limit(self) -> bool:
+        return self.max_steps is not None or self.max_tokens is not None or self.max_time is not None
+
+    def with_default_limit(self, *other_limits: object) -> LoopConfig:
+        """This config, with ``max_time`` = :data:`DEFAULT_MINUTES` if no limit (nor any of ``other_limits``) is set."""
+        if self.has_limit or any(limit is not None for limit in other_limits):
+            return self
+        return replace(self, max_time=DEFAULT_MINUTES)
+
+    def describe_limits(self, *, epochs: int | None = None) -> str:
+        """The limits in force, in words: ``"stops at 9 min or 2,000 steps, whichever comes first"``."""
+        parts = [f"{epochs} epochs"] if epochs is not None else []
+        if self.max_steps is not None:
+            parts.append(f"{self.max_steps:,} steps")
+        if self.max_tokens is not None:
+            parts.append(f"{self.max_tokens:,} tokens")
+        if self.max_time is not None:
+            parts.append(f"{self.max_time:g} min")
+        return "stops at " + " or ".join(parts) + (", whichever comes first" if len(parts) > 1 else "")
