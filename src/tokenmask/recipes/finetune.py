@@ -35,6 +35,7 @@ from tokenmask.labelled.examples import (
 )
 from tokenmask.labelled.sampler import LengthGroupedBatches
 from tokenmask.collate.stream import Shard
+from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.checkpoint import load_state, save_checkpoint
 from tokenmask.recipes.classifier import (
     Evaluation,
@@ -331,13 +332,15 @@ def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, da
             None reads them from ``config``. Several runs on the same data can share them.
 
     Raises:
-        ValueError: bad data, model or output settings.
+        ValueError: bad data, model or output settings; all before OUTPUT is written.
     """
     reporter = reporter if Shard.from_environment().is_main else QuietReporter()
     tokenizer = load_classifier_tokenizer(config.model)
     if data is None:
         data = load_finetune_data(config, tokenizer)
     reporter.message(data.describe())
+    if not any(np.any(np.asarray(e["labels"]) != IGNORE_INDEX) for e in data.validation):
+        raise ValueError("no labelled validation example to evaluate on: every tagged word lost its tokens (cut at --max-length?)")
     tracker = _Tracker(config)
     trained = train(
         loop_settings(config, data),

@@ -8,10 +8,11 @@ the rest.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from tokenmask.collate.collator import MaskingCollator
@@ -74,11 +75,14 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Tr
 
     The tokenizer is ``config.tokenizer``, else the ``init`` model's own, else bert-base-uncased;
     with ``init`` it must have the model's vocabulary. Tokenizer and model are checked (a mask
-    token, an embedding per id, positions for ``max_length``) before the corpus is read; the
-    loop writes to ``output`` only once the job is built, so bad input leaves no half-written run.
+    token, an embedding per id, positions for ``max_length``) before the corpus is read, and
+    the blocks (enough for one batch, something to mask) before the job is handed to the loop;
+    the loop writes to ``output`` only once the job is built, so bad input leaves no
+    half-written run.
 
     Raises:
-        ValueError: bad corpus, tokenizer, model or output settings.
+        ValueError: bad corpus, tokenizer, model or output settings; a corpus too small for
+            one batch (the message says which ``batch_size`` fits).
     """
     return train(config, lambda checkpoint, shard: _job(config, checkpoint, shard, reporter if shard.is_main else QuietReporter()), reporter)
 
@@ -99,6 +103,7 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
     eval_masking = {**config.masking, "mlm_probability": config.eval_mlm_probability}
     eval_collator = MaskingCollator(tokenizer, seed=config.seed + EVAL_SEED_OFFSET, **eval_masking)
     evaluation_blocks = (blocks.validation or blocks.train)[: config.eval_blocks]
+    check_blocks(blocks, evaluation_blocks, eval_collator.vocab.protected, batch_size=config.batch_size, processes=shard.world)
 
     def evaluate(model: torch.nn.Module) -> dict[str, Any]:
         device = next(model.parameters()).device
@@ -116,3 +121,39 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         return micro_batches(stream, workers=config.num_workers)
 
     return Job(model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step)
+
+
+def check_blocks(
+    blocks: PretrainBlocks,
+    evaluation_blocks: Sequence[dict[str, Any]],
+    protected: np.ndarray,
+    *,
+    batch_size: int,
+    processes: int = 1,
+) -> None:
+    """Refuse blocks the loop could not train or evaluate on, before it writes anything.
+
+    Args:
+        protected: ``(V,)`` bool, the ids masking never selects (special tokens, ``[UNK]``…).
+
+    Raises:
+        ValueError: fewer training blocks than one batch on each process (the message says
+            how many there are and which ``--batch-size`` fits, e.g. ``the corpus gives 3
+            training blocks of 128 tokens, fewer than one batch of 8: pass --batch-size 3 or
+            less, or give more text``), or evaluation blocks with no token that may be masked.
+    """
+    count, world = len(blocks.train), processes
+    if count < batch_size * world:
+        on = f" on each of {world} processes" if world > 1 else ""
+        fits = count // world
+        advice = f"pass --batch-size {fits}{' or less' * (fits > 1)}, or give" if fits else "give"
+        raise ValueError(
+            f"the corpus gives {count:,} training block{'s' * (count != 1)} of {blocks.block_length} tokens, "
+            f"fewer than one batch of {batch_size}{on}: {advice} more text (or a shorter --max-length)"
+        )
+    if not any((~protected[np.asarray(block["input_ids"])]).any() for block in evaluation_blocks):
+        side = "validation" if blocks.validation else "training"
+        raise ValueError(
+            f"the {side} blocks hold no token that may be masked: all are special tokens such as [UNK] "
+            "(does the tokenizer cover the corpus's characters?)"
+        )

@@ -29,7 +29,7 @@ from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
 from tokenmask.train.parallel import LossModule, gathered_rng_states, make_accelerator, restore_rng_state, summed
-from tokenmask.train.runs import CHECKPOINTS, check_output, clear_old_run, resume_checkpoint, save_resumable
+from tokenmask.train.runs import CHECKPOINTS, check_output, clear_old_run, resume_checkpoint, save_resumable, trim_metrics
 from tokenmask.train.schedule import Pace, Schedule
 
 __all__ = ["Job", "NonFiniteSteps", "TrainResult", "backward_step", "train"]
@@ -240,7 +240,10 @@ def train(
     if checkpoint is not None:
         _restore(checkpoint, optimizer, schedule, result, shard, reporter)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule, last_epoch=result.steps - 1)
+    batches = job.batches(result.steps * config.grad_accum)  # refuses data that fill no batch: before OUTPUT is written
     if shard.is_main:
+        if checkpoint is not None:
+            trim_metrics(output, result.steps, reporter.message)
         output.mkdir(parents=True, exist_ok=True)
         (output / "run_config.json").write_text(json.dumps({**asdict(config), "processes": shard.world}, indent=2), encoding="utf-8")
     log = RunLog(output, append=checkpoint is not None) if shard.is_main else _NoLog()
@@ -270,7 +273,6 @@ def train(
         """Seconds since the start (and ``also``) on the main process; 0 elsewhere, to be summed."""
         return (time.perf_counter() - start, *also) if shard.is_main else (0.0,) * (1 + len(also))
 
-    batches = job.batches(result.steps * config.grad_accum)
     start = time.perf_counter() - result.seconds  # a time limit counts the whole run, across restarts
     bad_in_a_row, elapsed, first_step = 0, result.seconds, result.steps
     try:
