@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import pickle
+import shlex
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -220,7 +221,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         **{name: getattr(args, name) for name in _PRETRAIN_FLAGS},
     )
     with ProgressReporter() as reporter:
-        result = pretrain(config, reporter)
+        result = pretrain(config, reporter, command=args.command_line)
     if not reporter.shown:  # another process of a distributed run: the main one reports
         return 0
     print(
@@ -294,7 +295,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     minutes = DEFAULT_FINETUNE_MINUTES if all(limit is None for limit in limits) else args.max_time
     config = _finetune_config(args, resume=args.resume, max_time=minutes)
     with ProgressReporter() as reporter:
-        result = finetune(config, reporter)
+        result = finetune(config, reporter, command=args.command_line)
     if not reporter.shown:  # another process of a distributed run: the main one reports
         return 0
     final = result.final.metrics()
@@ -325,7 +326,7 @@ def _cmd_compare_augment(args: argparse.Namespace) -> int:
 
     config, rates = _finetune_config(args), _rates(args.rates)
     with ProgressReporter() as reporter:
-        comparison = compare_augment(config, rates=rates, seeds=args.seeds, reporter=reporter)
+        comparison = compare_augment(config, rates=rates, seeds=args.seeds, reporter=reporter, command=args.command_line)
     print(comparison.table())
     print(f"runs in {comparison.output}/rate-*/seed-*; summary in {comparison.output}/{COMPARE_FILE} and {COMPARE_PLOT}")
     return 0
@@ -629,6 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    args.command_line = shlex.join(["tokenmask", *argv])  # as typed, for the model cards
     try:
         if getattr(args, "config", None) is not None:
             apply_config_file(args, args.parser, argv)

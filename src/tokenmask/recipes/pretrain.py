@@ -22,6 +22,7 @@ from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
 from tokenmask.text.token_tables import require_mask_token
 from tokenmask.recipes.config import PretrainConfig
+from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, mlm_loss_sum, train
 from tokenmask.train.models import build_model, load_model_with_notes, paired_tokenizer
@@ -65,7 +66,7 @@ def masking_rate(config: PretrainConfig, step: int, horizon: int | None) -> floa
     return start + (config.mlm_probability_end - start) * min(1.0, step / horizon)
 
 
-def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> TrainResult:
+def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, command: str | None = None) -> TrainResult:
     """Train a masked-LM on ``config``; the model ends in ``config.output``/model.
 
     The run stops at the first of ``max_steps``, ``max_tokens`` and ``max_time``; the
@@ -78,16 +79,21 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Tr
     token, an embedding per id, positions for ``max_length``) before the corpus is read, and
     the blocks (enough for one batch, something to mask) before the job is handed to the loop;
     the loop writes to ``output`` only once the job is built, so bad input leaves no
-    half-written run.
+    half-written run. ``command`` (the command line, as typed) goes into the model card of
+    ``output``/model; None says the run came from the Python API.
 
     Raises:
         ValueError: bad corpus, tokenizer, model or output settings; a corpus too small for
             one batch (the message says which ``batch_size`` fits).
     """
-    return train(config, lambda checkpoint, shard: _job(config, checkpoint, shard, reporter if shard.is_main else QuietReporter()), reporter)
+
+    def build(checkpoint: Path | None, shard: Shard) -> Job:
+        return _job(config, checkpoint, shard, reporter if shard.is_main else QuietReporter(), command)
+
+    return train(config, build, reporter)
 
 
-def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter) -> Job:
+def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter, command: str | None) -> Job:
     tokenizer = paired_tokenizer(config.init, config.tokenizer)
     require_mask_token(tokenizer)
     notes: tuple[str, ...] = ()
@@ -120,7 +126,10 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         )  # fmt: skip
         return micro_batches(stream, workers=config.num_workers)
 
-    return Job(model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step)
+    return Job(
+        model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step,
+        card=pretrain_card(config, blocks, evaluation_blocks, command),
+    )  # fmt: skip
 
 
 def check_blocks(

@@ -24,7 +24,7 @@ from accelerate import Accelerator
 
 from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_checkpoint
+from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_model
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
@@ -103,6 +103,8 @@ class Job:
         loss: ``(model, batch) -> summed loss`` over the batch's targets.
         before_step: ``(step, horizon or None) -> fields to log``, called before each
             optimizer step (e.g. a masking-rate schedule); by default nothing.
+        card: ``result -> model card`` (:func:`~tokenmask.train.card.model_card`), the
+            ``README.md`` of OUTPUT/model; by default none.
     """
 
     model: torch.nn.Module
@@ -111,6 +113,7 @@ class Job:
     evaluate: Callable[[torch.nn.Module], dict[str, float]]
     loss: LossFunction
     before_step: Callable[[int, int | None], dict[str, Any]] = lambda step, horizon: {}
+    card: Callable[[TrainResult], str] = lambda result: ""
 
 
 def mlm_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -327,7 +330,7 @@ def train(
     result.seconds = time.perf_counter() - start
     result.model = model
     if shard.is_main:
-        save_checkpoint(output / "model", model, job.tokenizer, {"step": result.steps, "tokens": result.tokens})
+        save_model(output / "model", model, job.tokenizer, card=job.card(result))  # training state: in checkpoints/ only
         plot_metrics(read_metrics(output), output / PLOT_FILE)
     accelerator.wait_for_everyone()
     return result
