@@ -1,7 +1,8 @@
 """The final model folders through the command line: clean Hugging Face folders with a model card.
 
 After a tiny ``pretrain`` and a tiny ``finetune``, OUTPUT/model (and fine-tuning's OUTPUT/best)
-hold exactly config, safetensors weights, the tokenizer's own files and README.md; the card's
+hold exactly what the model and tokenizer save themselves (config, safetensors weights,
+tokenizer files) and README.md; the card's
 front matter is valid YAML for the Hub, its numbers are those of metrics.jsonl, and the folder
 loads with the Auto class and pipeline the card names. Training state stays in checkpoints/.
 """
@@ -26,10 +27,14 @@ from tokenmask.cli.main import main
 from tokenmask.train.checkpoint import MANIFEST_FILE, STATE_FILE
 
 
-def clean_files(folder: Path, scratch: Path) -> list[str]:
-    """What a clean model folder holds: config, weights, card, and the files its tokenizer saves."""
+def clean_files(folder: Path, scratch: Path, auto: type) -> list[str]:
+    """What a clean model folder holds: the files its model and tokenizer save themselves (config,
+    safetensors weights; transformers 4.x adds generation_config.json), and the card."""
+    auto.from_pretrained(folder, local_files_only=True).save_pretrained(scratch, safe_serialization=True)
     AutoTokenizer.from_pretrained(folder).save_pretrained(scratch)
-    return sorted({"config.json", "model.safetensors", "README.md", *(p.name for p in scratch.iterdir())})
+    files = sorted({"README.md", *(p.name for p in scratch.iterdir())})
+    assert {"config.json", "model.safetensors"} <= set(files) and not [f for f in files if f.endswith((".pt", ".bin", ".pkl"))]
+    return files
 
 
 def front_matter(card: str) -> dict:
@@ -56,7 +61,7 @@ def test_pretrain_model_folder_is_clean_with_a_card(tmp_path, lines):
     ]  # fmt: skip
     assert main(argv) == 0
     folder = out / "model"
-    assert sorted(p.name for p in folder.iterdir()) == clean_files(folder, tmp_path / "tokenizer")
+    assert sorted(p.name for p in folder.iterdir()) == clean_files(folder, tmp_path / "saved", AutoModelForMaskedLM)
     assert {STATE_FILE, MANIFEST_FILE} <= {p.name for p in (out / "checkpoints" / "step-2").iterdir()}  # resumable state lives here
     card = (folder / "README.md").read_text(encoding="utf-8")
     meta = front_matter(card)
@@ -96,7 +101,7 @@ def test_finetune_model_and_best_folders_are_clean_with_cards(task, tag, auto, t
     }
     for name, (metrics, step, tokens) in expected.items():
         folder = out / name
-        assert sorted(p.name for p in folder.iterdir()) == clean_files(folder, tmp_path / f"tokenizer-{name}"), name
+        assert sorted(p.name for p in folder.iterdir()) == clean_files(folder, tmp_path / f"saved-{name}", auto), name
         card = (folder / "README.md").read_text(encoding="utf-8")
         assert front_matter(card)["pipeline_tag"] == tag
         assert set(shown(metrics)) <= set(card.splitlines()) and len(shown(metrics)) >= 3, name

@@ -258,8 +258,7 @@ def _job(
         if fields.get("divergence_warning"):
             reporter.message(tracker.warning())
         if tracker.best_step == step and shard.is_main:
-            when = f"At step {step:,}, the run's best evaluation by {config.metric}"
-            best = card.text(BEST_FOLDER, step, tokens_at(records, step), evaluation.metrics(), when)
+            best = card.best(output / BEST_FOLDER, step, tokens_at(records, step), evaluation.metrics())
             save_model(output / BEST_FOLDER, extract_model_from_parallel(model), tokenizer, card=best)
         return {**evaluation.metrics(), **fields}
 
@@ -270,7 +269,7 @@ def _job(
         evaluate=evaluate,
         loss=classifier_loss_sum,
         before_step=before_step,
-        card=lambda end: card.text("model", end.steps, end.tokens, tracker.last.metrics(), "At the end of the run"),
+        card=lambda result: card.final(result.steps, result.tokens, tracker.last.metrics()),
     )
 
 

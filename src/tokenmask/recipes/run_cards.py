@@ -54,7 +54,15 @@ class FinetuneCards:
     data: FinetuneData
     command: str | None
 
-    def text(self, folder: str, steps: int, tokens: int, metrics: dict[str, float], when: str) -> str:
+    def final(self, steps: int, tokens: int, metrics: dict[str, float]) -> str:
+        """The card of OUTPUT/model: ``metrics`` of the last evaluation, after ``steps``."""
+        return self._text(Path(self.config.output) / "model", steps, tokens, metrics, f"At step {steps:,}, the end of the run")
+
+    def best(self, folder: Path, step: int, tokens: int, metrics: dict[str, float]) -> str:
+        """The card of ``folder`` (OUTPUT/best): the best evaluation so far, at ``step``."""
+        return self._text(folder, step, tokens, metrics, f"At step {step:,}, the run's best evaluation by {self.config.metric}")
+
+    def _text(self, folder: Path, steps: int, tokens: int, metrics: dict[str, float], when: str) -> str:
         config, data = self.config, self.data
         given = ", ".join(config.data) if config.data else "the built-in Rotten Tomatoes snippets (split by movie)"
         labels = ", ".join(data.labels.labels[:20]) + (", …" if len(data.labels) > 20 else "")
@@ -64,7 +72,7 @@ class FinetuneCards:
             data=f"{given}: {len(data.train):,} training and {len(data.validation):,} validation examples; labels {labels}",
             steps=steps, tokens=tokens, metrics=metrics,
             evaluation=f"{when}, on the {len(data.validation):,} validation examples",
-            path=str(Path(config.output) / folder), base_model=config.model,
+            path=str(folder), base_model=config.model,
         )  # fmt: skip
 
 
