@@ -44,7 +44,8 @@ def model_card(
         command: the command line that produced the run, as typed; None for the Python API.
         start: what training started from, e.g. ``"a new modernbert-tiny (random weights)"``.
         data: the training data, e.g. ``"corpus.txt: 1,234 training blocks of 128 tokens"``.
-        steps: optimizer steps trained. tokens: training tokens seen (padding excluded).
+        steps: optimizer steps trained.
+        tokens: training tokens seen (padding excluded).
         metrics: the evaluation's numbers, e.g. ``{"loss": 4.63, "perplexity": 102.5, ...}``;
             floats are shown with 4 decimals, integers with thousands separators.
         evaluation: what the metrics were measured on, e.g. ``"203 validation blocks at fixed masks"``.
