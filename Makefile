@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test bench lowest
 
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/data.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,3 +24,24 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/masking.py
+
+# The lowest versions pyproject.toml declares (requirements/lowest.txt) in their own environment,
+# and a smoke subset on them: masking, reading every corpus format, pre-training (the default
+# ModernBERT preset) -> evaluate -> fill and fine-tuning through the command line, embeddings.
+LOWEST := .venv-lowest
+LOWEST_STAMP := $(LOWEST)/.installed
+SMOKE := tests/masking tests/text/test_corpus.py tests/cli/test_model_folders.py tests/use/test_embed.py \
+	tests/train/test_loop.py::test_cli_pretrain_evaluate_fill
+
+$(LOWEST_STAMP): pyproject.toml requirements/lowest.txt requirements/data.txt
+	rm -rf $(LOWEST)
+	$(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/pip install --quiet --upgrade pip
+	$(LOWEST)/bin/pip install --quiet -c requirements/lowest.txt torch
+	$(LOWEST)/bin/pip install --quiet -c requirements/lowest.txt -e '.[dev]'
+	$(LOWEST)/bin/pip install --quiet --no-deps -r requirements/data.txt
+	touch $@
+
+lowest: $(LOWEST_STAMP)
+	$(LOWEST)/bin/pip list 2>/dev/null | grep -iE '^(torch|numpy|transformers|tokenizers|safetensors|accelerate|datasets|pyarrow|rich|pyyaml|matplotlib) '
+	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider $(SMOKE)

@@ -3,7 +3,8 @@
 One case per kind of bad input (empty corpus, binary file, a 50 MB line, bytes that are not
 UTF-8 under --strict, a missing column, an unknown file type, a tokenizer without a mask
 token, a tokenizer that is not the model's, a length over the model's positions, an unknown
-preset, an output that holds a run, an unseen label). Each must fail before training starts,
+preset, an output that holds a run, an unseen label, a corpus smaller than one batch or with
+nothing to mask, validation examples with no tagged token). Each must fail before training starts,
 so the whole file runs in seconds. What is repaired instead of refused (empty documents,
 bytes that are not UTF-8) must be counted in the run's first line.
 """
@@ -232,6 +233,27 @@ def unknown_preset_in_a_config_file(tmp_path, model):
     return [*argv, "--config", str(tmp_path / "run.yaml")], "run.yaml: preset must be one of bert-tiny"
 
 
+def corpus_smaller_than_one_batch(tmp_path, model):
+    (tmp_path / "short.txt").write_text("a corpus of one short line\n", encoding="utf-8")  # one block
+    message = "the corpus gives 1 training block of 32 tokens, fewer than one batch of 2: pass --batch-size 1, or give more text"
+    return pretrain(tmp_path, tmp_path / "short.txt"), message
+
+
+def corpus_of_unknown_tokens_only(tmp_path, model):
+    """bert-base-uncased has no emoji: every token is [UNK], which masking never selects."""
+    (tmp_path / "emoji.txt").write_text("\n\n".join(" ".join(["\U0001f600"] * 50) for _ in range(40)), encoding="utf-8")
+    return pretrain(tmp_path, tmp_path / "emoji.txt"), "blocks hold no token that may be masked: all are special tokens such as [UNK]"
+
+
+def validation_without_a_tagged_token(tmp_path, model):
+    """Every tagged validation word is a zero-width space, which the tokenizer turns into no token."""
+    train, held_out = tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    train.write_text("".join(json.dumps({"tokens": ["anna", "sang"], "tags": ["B-PER", "O"]}) + "\n" for _ in range(8)))
+    held_out.write_text(json.dumps({"tokens": ["\u200b"], "tags": ["B-PER"]}) + "\n")
+    argv = finetune(tmp_path, model, train, flags=("--task", "tokens", "--eval", str(held_out)))
+    return argv, "no labelled validation example to evaluate on: every tagged word lost its tokens"
+
+
 def unseen_label(tmp_path, model):
     train, held_out = write_reviews(tmp_path / "train.csv"), write_reviews(tmp_path / "eval.csv", ("pos", "meh"))
     argv = finetune(tmp_path, model, train, flags=("--eval", str(held_out)))
@@ -245,7 +267,8 @@ FAILING: dict[str, Callable[[Path, Path], tuple[list[str], str]]] = {
         jsonl_line_over_the_limit, missing_text_field, missing_label_column, unknown_file_type,
         tokenizer_without_mask, tokenizer_of_another_size, tokenizer_of_other_words, model_with_fewer_embeddings,
         init_folder_missing, length_over_the_positions, finetune_length_over_the_positions, unknown_preset,
-        unknown_preset_in_a_config_file, unseen_label,
+        unknown_preset_in_a_config_file, unseen_label, corpus_smaller_than_one_batch, corpus_of_unknown_tokens_only,
+        validation_without_a_tagged_token,
     )
 }  # fmt: skip
 
@@ -259,6 +282,17 @@ def test_bad_input_fails_with_one_clear_message_and_writes_nothing(case, tmp_pat
     assert "Traceback" not in err
     assert not (tmp_path / "out").exists(), "a failed run left an output folder"
     assert not list(tmp_path.glob("cache/**/.building-*")), "a failed run left a half-built cache entry"
+
+
+def test_the_batch_size_a_refusal_suggests_fits(tmp_path, capsys):
+    """A corpus of 3 blocks with --batch-size 4 is refused, naming 3; with --batch-size 3 it trains."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join(sentences(6)) + "\n", encoding="utf-8")  # 6 x 13 words: 3 blocks of 32
+    code, _, err = run([*pretrain(tmp_path, corpus), "--batch-size", "4"], capsys)
+    assert code == 2 and "the corpus gives 3 training blocks of 32 tokens, fewer than one batch of 4: pass --batch-size 3 or less" in err
+    assert not (tmp_path / "out").exists()
+    code, _, err = run([*pretrain(tmp_path, corpus), "--batch-size", "3"], capsys)
+    assert code == 0, err
 
 
 # ---- refused unless asked: an output folder that holds a run ---------------------------------------

@@ -14,7 +14,6 @@ import tokenmask.recipes.finetune as recipe
 from tokenmask.cli.main import main
 from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.text.tokenizer import load_tokenizer
-from tokenmask.train.checkpoint import load_state
 from tokenmask.recipes.classifier import evaluate_classifier
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.settings import build
@@ -73,7 +72,8 @@ def test_cli_finetune_writes_a_model_that_reloads_to_the_same_scores(
         again = evaluate_classifier(model, validation, task=prepared.task, labels=prepared.labels).metrics()
         assert again["loss"] == pytest.approx(expected["loss"], rel=1e-5), folder
         assert again[metric] == expected[metric], folder
-    assert load_state(out / "best")["step"] == results["best"]["step"]
+    best_card = (out / "best" / "README.md").read_text(encoding="utf-8")
+    assert f"At step {results['best']['step']:,}, the run's best evaluation by {metric}" in best_card
 
 
 def test_the_saved_model_gives_the_trained_models_logits(tiny_mlm_folder, reviews_csv, tmp_path):
@@ -175,7 +175,7 @@ def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp
     assert (resumed.best_step, resumed.best) == (whole.best_step, whole.best)
     assert resumed.final.metrics() == whole.final.metrics()
     assert sorted(p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()) == ["step-8"]  # --keep-last 1
-    assert load_state(tmp_path / "cut" / "best")["step"] == resumed.best_step  # never pruned
+    assert f"At step {resumed.best_step:,}, the run's best" in (tmp_path / "cut" / "best" / "README.md").read_text()  # never pruned
 
 
 def test_resuming_a_finished_run_reports_its_final_evaluation(tiny_mlm_folder, reviews_csv, tmp_path):
@@ -273,7 +273,7 @@ def test_yaml_config_for_finetune(reviews_csv, tiny_mlm_folder, tmp_path):
 def test_finetune_without_a_limit_gets_the_default_time(monkeypatch, tmp_path):
     seen = {}
 
-    def capture(config, reporter):
+    def capture(config, reporter, **keywords):  # keywords: the command line, for the model card
         seen["config"] = config
         raise ValueError("stopped before training")
 

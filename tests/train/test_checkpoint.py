@@ -19,6 +19,7 @@ from tokenmask.train.checkpoint import (
     newest_valid_checkpoint,
     remove_leftovers,
     save_checkpoint,
+    save_model,
     verify_checkpoint,
 )
 
@@ -148,3 +149,17 @@ def test_saving_over_a_checkpoint_replaces_it_whole(tiny, tmp_path):
     save(tmp_path / "best", tiny, 8)
     assert verify_checkpoint(tmp_path / "best")["step"] == 8
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best"]
+
+
+def test_a_final_model_folder_holds_only_what_from_pretrained_needs_and_its_card(tiny, tmp_path):
+    model, tokenizer = tiny
+    model.save_pretrained(tmp_path / "plain", safe_serialization=True)
+    tokenizer.save_pretrained(tmp_path / "plain")
+    save_model(tmp_path / "model", model, tokenizer, card="---\nlibrary_name: transformers\n---\n# one\n")
+    save_model(tmp_path / "model", model, tokenizer, card="---\nlibrary_name: transformers\n---\n# two\n")  # replaced whole
+    expected = {"README.md", *(p.name for p in (tmp_path / "plain").iterdir())}  # config, weights, tokenizer files
+    assert {p.name for p in (tmp_path / "model").iterdir()} == expected  # no training state, no manifest
+    assert (tmp_path / "model" / "README.md").read_text(encoding="utf-8").endswith("# two\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "plain"]  # no temporary folder left
+    reloaded = BertForMaskedLM.from_pretrained(tmp_path / "model", local_files_only=True)
+    assert all(torch.equal(value, reloaded.state_dict()[name]) for name, value in model.state_dict().items())

@@ -8,7 +8,7 @@ import yaml
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
 from tokenmask.cli.main import main
-from tokenmask.train.checkpoint import checkpoint_folders, load_state
+from tokenmask.train.checkpoint import STATE_FILE, checkpoint_folders, load_state
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.settings import build
 from tokenmask.train.config import LoopConfig
@@ -86,7 +86,8 @@ def test_pretrain_learns_saves_and_reloads(corpus, tmp_path):
     reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path / "run" / "model", local_files_only=True)
     for name, value in result.model.state_dict().items():
         assert torch.equal(value, reloaded.state_dict()[name]), name
-    assert load_state(tmp_path / "run" / "model")["step"] == 12
+    assert not (tmp_path / "run" / "model" / STATE_FILE).exists()  # training state: in checkpoints/ only
+    assert "- 12 optimizer steps on " in (tmp_path / "run" / "model" / "README.md").read_text()
     checkpoints = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
     assert checkpoints == ["step-12", "step-6"]
     state = load_state(checkpoint_folders(tmp_path / "run" / "checkpoints")[0])  # weights_only: no pickled objects

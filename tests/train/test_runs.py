@@ -179,14 +179,27 @@ def test_resume_skips_a_damaged_newest_checkpoint(damage, small_run, tmp_path):
     assert reporter.lines[0] == "pre-training bert-tiny from scratch; stops at 6 steps"
     assert reporter.lines[1] == "removed checkpoints/.step-8.partial-4242: unfinished, left by a killed run"
     assert reporter.lines[2].startswith(f"skipping checkpoints/step-6: {reason}")
-    assert reporter.lines[3] == "dropped 4 records after step 4 from metrics.jsonl (they are trained again)"
-    assert any(line.startswith(f"resuming from {run / 'checkpoints' / 'step-4'} (step 4, ") for line in reporter.lines)
+    resuming = next(i for i, line in enumerate(reporter.lines) if line.startswith("resuming from "))
+    assert reporter.lines[resuming].startswith(f"resuming from {run / 'checkpoints' / 'step-4'} (step 4, ")
+    assert reporter.lines[resuming + 1] == "dropped 4 records after step 4 from metrics.jsonl (they are trained again)"
     expected, got = load_file(f"{small_run.loop.output}/model/model.safetensors"), load_file(run / "model" / "model.safetensors")
     for name, tensor in expected.items():
         assert torch.equal(tensor, got[name]), name
     for key in ("loss", "eval_loss"):  # each step once, with the uninterrupted run's numbers
         expected = [(r["step"], r[key]) for r in records(Path(small_run.loop.output)) if key in r]
         assert [(r["step"], r[key]) for r in records(run) if key in r] == expected
+
+
+def test_a_resume_refused_for_bad_input_leaves_the_log_and_checkpoints_whole(small_run, tmp_path):
+    """The records after the resumed checkpoint are dropped only once the new input is built."""
+    config = copy_of(small_run, tmp_path)
+    run = tmp_path / "run"
+    unlist(run / "checkpoints" / "step-6")  # resuming would start at step 4 and drop the records after it
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    (tmp_path / "blank.txt").write_text("\n \n", encoding="utf-8")
+    with pytest.raises(ValueError, match="holds no text for training"):
+        pretrain(replace(config, corpus=(str(tmp_path / "blank.txt"),)))
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
 def test_resume_with_every_checkpoint_damaged_is_an_error_naming_each(small_run, tmp_path):

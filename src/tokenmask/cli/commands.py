@@ -105,7 +105,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
     config = _with_output(config_from(PretrainConfig, args, config_file=args.config))
     with ProgressReporter() as reporter:
-        result = pretrain(config, reporter)
+        result = pretrain(config, reporter, command=args.command_line)
     if not reporter.shown:  # another process of a distributed run: the main one reports
         return 0
     print(
@@ -127,7 +127,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
     config = _with_output(config_from(FinetuneConfig, args, config_file=args.config))
     with ProgressReporter() as reporter:
-        result = finetune(config, reporter)
+        result = finetune(config, reporter, command=args.command_line)
     if not reporter.shown:  # another process of a distributed run: the main one reports
         return 0
     final = result.final.metrics()
@@ -160,7 +160,7 @@ def cmd_compare_augment(args: argparse.Namespace) -> int:
 
     config, rates = _with_output(config_from(FinetuneConfig, args, config_file=args.config)), _rates(args.rates)
     with ProgressReporter() as reporter:
-        comparison = compare_augment(config, rates=rates, seeds=args.seeds, reporter=reporter)
+        comparison = compare_augment(config, rates=rates, seeds=args.seeds, reporter=reporter, command=args.command_line)
     print(comparison.table())
     print(f"runs in {comparison.output}/rate-*/seed-*; summary in {comparison.output}/{COMPARE_FILE} and {COMPARE_PLOT}")
     return 0

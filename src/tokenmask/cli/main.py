@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shlex
 import sys
 
 from tokenmask.cli.parser import build_parser
@@ -22,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.command_line = shlex.join(["tokenmask", *argv])  # as typed, for the model cards
     try:
         for name in _COUNTS:
             if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:

@@ -91,13 +91,19 @@ def check_rates(rates: Sequence[float], seeds: int) -> None:
 
 
 def compare_augment(
-    config: FinetuneConfig, *, rates: Sequence[float], seeds: int = 3, reporter: Reporter = QuietReporter()
+    config: FinetuneConfig,
+    *,
+    rates: Sequence[float],
+    seeds: int = 3,
+    reporter: Reporter = QuietReporter(),
+    command: str | None = None,
 ) -> AugmentComparison:
     """Fine-tune once per rate and seed (seeds ``config.loop.seed``, ``config.loop.seed + 1``, …) and
     compare the final validation ``config.metric`` per rate.
 
     Every run has ``config``'s settings but its own ``output`` folder, ``augment_rate`` and
-    ``seed``; ``augment_adaptive`` applies to the runs that augment at all.
+    ``seed``; ``augment_adaptive`` applies to the runs that augment at all. ``command`` (the
+    command line, as typed) goes into each run's model cards.
 
     Raises:
         ValueError: bad rates or seeds (:func:`check_rates`), and the errors of the runs.
@@ -116,7 +122,7 @@ def compare_augment(
                 augment_rate=rate,
                 augment_adaptive=config.augment_adaptive and rate > 0,
             )
-            result = finetune(run, _Relay(reporter), data=data)
+            result = finetune(run, _Relay(reporter), data=data, command=command)
             values.append(result.final.metrics()[config.metric])
             reporter.message(f"rate {rate:g}, seed {seed}: {config.metric} {values[-1]:.4f} after {result.steps} steps")
         summaries.append(RateSummary.of(rate, values))

@@ -35,7 +35,8 @@ from tokenmask.labelled.examples import (
 )
 from tokenmask.labelled.sampler import LengthGroupedBatches
 from tokenmask.collate.stream import Shard
-from tokenmask.train.checkpoint import load_state, save_checkpoint
+from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.train.checkpoint import load_state, save_model
 from tokenmask.recipes.classifier import (
     Evaluation,
     classifier_loss_sum,
@@ -44,6 +45,7 @@ from tokenmask.recipes.classifier import (
     load_classifier_tokenizer,
 )
 from tokenmask.recipes.config import FinetuneConfig
+from tokenmask.recipes.run_cards import FinetuneCards, tokens_at
 from tokenmask.settings import flatten
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.logs import read_metrics
@@ -212,6 +214,7 @@ def _job(
     checkpoint: Path | None,
     shard: Shard,
     reporter: Reporter,
+    card: FinetuneCards,
 ) -> Job:
     loop = config.loop
     output = Path(loop.output)
@@ -254,12 +257,13 @@ def _job(
         step = tracker.next_step
         evaluation = evaluate_classifier(model, validation, task=data.task, labels=data.labels)
         tracker.last, tracker.last_step = evaluation, step
-        fields = tracker.observe(step, evaluation.metrics(), read_metrics(output))
+        records = read_metrics(output)
+        fields = tracker.observe(step, evaluation.metrics(), records)
         if fields.get("divergence_warning"):
             reporter.message(tracker.warning())
         if tracker.best_step == step and shard.is_main:
-            state = {"step": step, "metric": config.metric, "metrics": evaluation.metrics()}
-            save_checkpoint(output / BEST_FOLDER, extract_model_from_parallel(model), tokenizer, state)
+            best = card.best(output / BEST_FOLDER, step, tokens_at(records, step), evaluation.metrics())
+            save_model(output / BEST_FOLDER, extract_model_from_parallel(model), tokenizer, card=best)
         return {**evaluation.metrics(), **fields}
 
     return Job(
@@ -269,6 +273,7 @@ def _job(
         evaluate=evaluate,
         loss=classifier_loss_sum,
         before_step=before_step,
+        card=lambda result: card.final(result.steps, result.tokens, tracker.last.metrics()),
     )
 
 
@@ -325,7 +330,9 @@ def describe(config: FinetuneConfig) -> str:
     return f"fine-tuning {config.model} ({config.task}); {config.loop.describe_limits(epochs=config.epochs)}"
 
 
-def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, data: FinetuneData | None = None) -> FinetuneResult:
+def finetune(
+    config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, data: FinetuneData | None = None, command: str | None = None
+) -> FinetuneResult:
     """Fine-tune ``config.model`` on labelled data; the model ends in ``config.loop.output``/model.
 
     Evaluates at the start, every ``eval_every`` steps and at the end; keeps the best model by
@@ -338,9 +345,11 @@ def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, da
         reporter: where progress and warnings go.
         data: encoded examples (from :func:`load_finetune_data` with this model's tokenizer);
             None reads them from ``config``. Several runs on the same data can share them.
+        command: the command line, as typed, for the model cards of OUTPUT/model and
+            OUTPUT/best; None says the run came from the Python API.
 
     Raises:
-        ValueError: bad data, model or output settings.
+        ValueError: bad data, model or output settings; all before OUTPUT is written.
     """
     reporter = reporter if Shard.from_environment().is_main else QuietReporter()
     tokenizer = load_classifier_tokenizer(config.model)
@@ -348,13 +357,14 @@ def finetune(config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, da
         data = load_finetune_data(config, tokenizer)
     reporter.message(describe(config))
     reporter.message(data.describe())
-    tracker = _Tracker(config)
-    trained = train(
-        loop_settings(config, data),
-        lambda checkpoint, shard: _job(config, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter()),
-        reporter,
-        settings=flatten(config),
-    )
+    if not any(np.any(np.asarray(e["labels"]) != IGNORE_INDEX) for e in data.validation):
+        raise ValueError("no labelled validation example to evaluate on: every tagged word lost its tokens (cut at --max-length?)")
+    tracker, card = _Tracker(config), FinetuneCards(config, data, command)
+
+    def build(checkpoint: Path | None, shard: Shard) -> Job:
+        return _job(config, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter(), card)
+
+    trained = train(loop_settings(config, data), build, reporter, settings=flatten(config))
     result = FinetuneResult(
         output=trained.output,
         task=data.task,

@@ -8,17 +8,20 @@ the rest.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from tokenmask.collate.collator import MaskingCollator
-from tokenmask.blocks.build import load_blocks
+from tokenmask.blocks.build import PretrainBlocks, load_blocks
 from tokenmask.settings import flatten
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
 from tokenmask.text.token_tables import require_mask_token
 from tokenmask.recipes.config import PretrainConfig
+from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, mlm_loss_sum, train
 from tokenmask.train.models import build_model, load_model_with_notes, paired_tokenizer
@@ -32,8 +35,8 @@ def masking_rate(config: PretrainConfig, step: int, horizon: int | None) -> floa
     return start + (config.mlm_probability_end - start) * min(1.0, step / horizon)
 
 
-def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> TrainResult:
-    """Train a masked-LM on ``config``; the model ends in ``config.output``/model.
+def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, command: str | None = None) -> TrainResult:
+    """Train a masked-LM on ``config``; the model ends in ``config.loop.output``/model.
 
     The run stops at the first of ``max_steps``, ``max_tokens`` and ``max_time``; the
     learning-rate schedule (and a masking-rate schedule) spans that limit. With
@@ -42,19 +45,22 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter()) -> Tr
 
     The tokenizer is ``config.tokenizer``, else the ``init`` model's own, else bert-base-uncased;
     with ``init`` it must have the model's vocabulary. Tokenizer and model are checked (a mask
-    token, an embedding per id, positions for ``max_length``) before the corpus is read; the
-    loop writes to ``output`` only once the job is built, so bad input leaves no half-written run.
+    token, an embedding per id, positions for ``max_length``) before the corpus is read, and
+    the blocks (enough for one batch, something to mask) before the job is handed to the loop;
+    the loop writes to ``output`` only once the job is built, so bad input leaves no
+    half-written run. ``command`` (the command line, as typed) goes into the model card of
+    ``output``/model; None says the run came from the Python API.
 
     Raises:
-        ValueError: bad corpus, tokenizer, model or output settings.
+        ValueError: bad corpus, tokenizer, model or output settings; a corpus too small for
+            one batch (the message says which ``batch_size`` fits).
     """
     reporter.message(describe(config))
-    return train(
-        config.loop,
-        lambda checkpoint, shard: _job(config, checkpoint, shard, reporter if shard.is_main else QuietReporter()),
-        reporter,
-        settings=flatten(config),
-    )
+
+    def build(checkpoint: Path | None, shard: Shard) -> Job:
+        return _job(config, checkpoint, shard, reporter if shard.is_main else QuietReporter(), command)
+
+    return train(config.loop, build, reporter, settings=flatten(config))
 
 
 def describe(config: PretrainConfig) -> str:
@@ -63,7 +69,7 @@ def describe(config: PretrainConfig) -> str:
     return f"pre-training {model}; {config.loop.describe_limits()}"
 
 
-def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter) -> Job:
+def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter, command: str | None) -> Job:
     loop = config.loop
     tokenizer = paired_tokenizer(config.init, config.tokenizer)
     require_mask_token(tokenizer)
@@ -80,6 +86,7 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
     eval_masking = config.masking.at_rate(config.eval_mlm_probability)
     eval_collator = MaskingCollator.from_config(tokenizer, eval_masking, seed=loop.seed + EVAL_SEED_OFFSET)
     evaluation_blocks = (blocks.validation or blocks.train)[: config.eval_blocks]
+    check_blocks(blocks, evaluation_blocks, eval_collator.vocab.protected, batch_size=loop.batch_size, processes=shard.world)
 
     def evaluate(model: torch.nn.Module) -> dict[str, Any]:
         device = next(model.parameters()).device
@@ -96,4 +103,43 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         )  # fmt: skip
         return micro_batches(stream, workers=config.num_workers)
 
-    return Job(model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step)
+    return Job(
+        model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step,
+        card=pretrain_card(config, blocks, evaluation_blocks, command),
+    )  # fmt: skip
+
+
+def check_blocks(
+    blocks: PretrainBlocks,
+    evaluation_blocks: Sequence[dict[str, Any]],
+    protected: np.ndarray,
+    *,
+    batch_size: int,
+    processes: int = 1,
+) -> None:
+    """Refuse blocks the loop could not train or evaluate on, before it writes anything.
+
+    Args:
+        protected: ``(V,)`` bool, the ids masking never selects (special tokens, ``[UNK]``…).
+
+    Raises:
+        ValueError: fewer training blocks than one batch on each process (the message says
+            how many there are and which ``--batch-size`` fits, e.g. ``the corpus gives 3
+            training blocks of 128 tokens, fewer than one batch of 8: pass --batch-size 3 or
+            less, or give more text``), or evaluation blocks with no token that may be masked.
+    """
+    count, world = len(blocks.train), processes
+    if count < batch_size * world:
+        on = f" on each of {world} processes" if world > 1 else ""
+        fits = count // world
+        advice = f"pass --batch-size {fits}{' or less' * (fits > 1)}, or give" if fits else "give"
+        raise ValueError(
+            f"the corpus gives {count:,} training block{'s' * (count != 1)} of {blocks.block_length} tokens, "
+            f"fewer than one batch of {batch_size}{on}: {advice} more text (or a shorter --max-length)"
+        )
+    if not any((~protected[np.asarray(block["input_ids"])]).any() for block in evaluation_blocks):
+        side = "validation" if blocks.validation else "training"
+        raise ValueError(
+            f"the {side} blocks hold no token that may be masked: all are special tokens such as [UNK] "
+            "(does the tokenizer cover the corpus's characters?)"
+        )

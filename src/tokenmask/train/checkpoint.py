@@ -1,11 +1,16 @@
-"""Checkpoints: a Hugging Face model folder plus the training state, written atomically and verifiable.
+"""Checkpoints and final models: Hugging Face model folders, written atomically.
 
-The folder is written under a temporary name (``.NAME.partial-PID``), every file is fsynced,
-a ``manifest.json`` with the size and SHA-256 of every file is written last, and only then is
-the folder renamed into place (and its parent fsynced). So a crash never leaves a half-written
-checkpoint that looks whole, and a checkpoint damaged later (a truncated copy, a flipped bit)
-fails :func:`verify_checkpoint`. The training state holds tensors and plain numbers only and
-loads with ``torch.load(weights_only=True)``.
+A resumable checkpoint (:func:`save_checkpoint`) is a model folder plus the training state and
+a ``manifest.json`` with the size and SHA-256 of every file, written last; a damaged one (a
+truncated copy, a flipped bit) fails :func:`verify_checkpoint`. The training state holds
+tensors and plain numbers only and loads with ``torch.load(weights_only=True)``. A final model
+(:func:`save_model`: ``OUTPUT/model``, fine-tuning's ``OUTPUT/best``) is a clean folder that
+can be pushed to the Hub as it is: config, safetensors weights, tokenizer files and a
+``README.md`` model card, nothing pickled.
+
+Both are written under a temporary name (``.NAME.partial-PID``), every file fsynced, then
+renamed into place (and the parent fsynced), so a crash never leaves a half-written folder
+that looks whole.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 STATE_FILE = "training_state.pt"
 MANIFEST_FILE = "manifest.json"
+CARD_FILE = "README.md"
 MANIFEST_FORMAT = 1
 """``manifest.json``: ``{"format": 1, "files": {"model.safetensors": {"bytes": 17544, "sha256": "9f2c…"}, …}}``."""
 
@@ -42,14 +48,44 @@ def save_checkpoint(
 
     An existing ``folder`` is replaced only once the new one is complete and on disk.
     """
-    folder = Path(folder)
+
+    def write(temporary: Path) -> None:
+        model.save_pretrained(temporary, safe_serialization=True)
+        tokenizer.save_pretrained(temporary)
+        torch.save(state, temporary / STATE_FILE)
+        _write_manifest(temporary)
+
+    return _replace_atomically(Path(folder), write)
+
+
+def save_model(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, card: str) -> Path:
+    """Write a clean Hugging Face model folder, atomically: what ``from_pretrained`` and the Hub need, and no more.
+
+    ``folder`` ends up holding ``config.json``, ``model.safetensors``, the tokenizer's files
+    and ``card`` as ``README.md`` (:func:`tokenmask.train.card.model_card`; none if empty); no
+    training state, no manifest. An existing ``folder`` is replaced only once the new one is on disk.
+    """
+
+    def write(temporary: Path) -> None:
+        model.save_pretrained(temporary, safe_serialization=True)
+        tokenizer.save_pretrained(temporary)
+        if card:
+            (temporary / CARD_FILE).write_text(card, encoding="utf-8")
+        _fsync_files(temporary)
+
+    return _replace_atomically(Path(folder), write)
+
+
+def _replace_atomically(folder: Path, write: Callable[[Path], None]) -> Path:
+    """``write`` into ``.NAME.partial-PID`` (files fsynced by ``write``), then rename it to ``folder``.
+
+    A folder already at ``folder`` is moved aside to ``.NAME.previous-PID`` first and removed
+    last: :func:`remove_leftovers` tells which of the two survives a kill between the renames.
+    """
     folder.parent.mkdir(parents=True, exist_ok=True)
     temporary = folder.parent / f".{folder.name}.partial-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
-    model.save_pretrained(temporary, safe_serialization=True)
-    tokenizer.save_pretrained(temporary)
-    torch.save(state, temporary / STATE_FILE)
-    _write_manifest(temporary)
+    write(temporary)
     previous = folder.parent / f".{folder.name}.previous-{os.getpid()}"
     if folder.exists():
         folder.rename(previous)
@@ -189,18 +225,25 @@ def remove_leftovers(folder: Path) -> list[str]:
 
 
 def _write_manifest(folder: Path) -> None:
-    """fsync every file of ``folder``, then write and fsync the manifest of their sizes and hashes, then the folder."""
-    files = {}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        with path.open("rb") as handle:
-            os.fsync(handle.fileno())
-        files[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    """fsync every file of ``folder``, then write and fsync the manifest of their sizes and hashes, then the folders."""
+    paths = _fsync_files(folder)
+    files = {path.relative_to(folder).as_posix(): {"bytes": path.stat().st_size, "sha256": _sha256(path)} for path in paths}
     with (folder / MANIFEST_FILE).open("w", encoding="utf-8") as handle:
         json.dump({"format": MANIFEST_FORMAT, "files": files}, handle, indent=1)
         handle.flush()
         os.fsync(handle.fileno())
+    _fsync_folder(folder)
+
+
+def _fsync_files(folder: Path) -> list[Path]:
+    """fsync every file of ``folder`` and every folder in it; returns the files, sorted."""
+    paths = sorted(p for p in folder.rglob("*") if p.is_file())
+    for path in paths:
+        with path.open("rb") as handle:
+            os.fsync(handle.fileno())
     for sub in sorted({p.parent for p in folder.rglob("*")} | {folder}):
         _fsync_folder(sub)
+    return paths
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -24,13 +24,15 @@ from accelerate import Accelerator
 from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.settings import flatten
+from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_model
 from tokenmask.train.config import LoopConfig
-from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_checkpoint
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
 from tokenmask.train.parallel import LossModule, gathered_rng_states, make_accelerator, restore_rng_state, summed
-from tokenmask.train.runs import CHECKPOINTS, CONFIG_FILE, write_settings, check_output, clear_old_run, resume_checkpoint, save_resumable
+from tokenmask.train.runs import (
+    CHECKPOINTS, CONFIG_FILE, check_output, clear_old_run, resume_checkpoint, save_resumable, trim_metrics, write_settings,
+)  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
 
 __all__ = ["Job", "NonFiniteSteps", "TrainResult", "backward_step", "train"]
@@ -80,6 +82,8 @@ class Job:
         loss: ``(model, batch) -> summed loss`` over the batch's targets.
         before_step: ``(step, horizon or None) -> fields to log``, called before each
             optimizer step (e.g. a masking-rate schedule); by default nothing.
+        card: ``result -> model card`` (:func:`~tokenmask.train.card.model_card`), the
+            ``README.md`` of OUTPUT/model; by default none.
     """
 
     model: torch.nn.Module
@@ -88,6 +92,7 @@ class Job:
     evaluate: Callable[[torch.nn.Module], dict[str, float]]
     loss: LossFunction
     before_step: Callable[[int, int | None], dict[str, Any]] = lambda step, horizon: {}
+    card: Callable[[TrainResult], str] = lambda result: ""
 
 
 def mlm_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -223,7 +228,10 @@ def train(
     if checkpoint is not None:
         _restore(checkpoint, optimizer, schedule, result, shard, reporter)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule, last_epoch=result.steps - 1)
+    batches = job.batches(result.steps * config.grad_accum)  # refuses data that fill no batch: before OUTPUT is written
     if shard.is_main:
+        if checkpoint is not None:
+            trim_metrics(output, result.steps, reporter.message)
         output.mkdir(parents=True, exist_ok=True)
         write_settings(output / CONFIG_FILE, settings if settings is not None else flatten(config))
     log = RunLog(output, append=checkpoint is not None) if shard.is_main else _NoLog()
@@ -253,7 +261,6 @@ def train(
         """Seconds since the start (and ``also``) on the main process; 0 elsewhere, to be summed."""
         return (time.perf_counter() - start, *also) if shard.is_main else (0.0,) * (1 + len(also))
 
-    batches = job.batches(result.steps * config.grad_accum)
     start = time.perf_counter() - result.seconds  # a time limit counts the whole run, across restarts
     bad_in_a_row, elapsed, first_step = 0, result.seconds, result.steps
     try:
@@ -308,7 +315,7 @@ def train(
     result.seconds = time.perf_counter() - start
     result.model = model
     if shard.is_main:
-        save_checkpoint(output / "model", model, job.tokenizer, {"step": result.steps, "tokens": result.tokens})
+        save_model(output / "model", model, job.tokenizer, card=job.card(result))  # training state: in checkpoints/ only
         plot_metrics(read_metrics(output), output / PLOT_FILE)
     accelerator.wait_for_everyone()
     return result

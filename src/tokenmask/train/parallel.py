@@ -89,8 +89,9 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     if device.type == "cpu":
-        native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
-        return "bf16" if native else "fp32"
+        # private probes of torch.cpu, not in every release since the torch floor: missing -> fp32
+        probes = (getattr(torch.cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
+        return "bf16" if any(probe is not None and probe() for probe in probes) else "fp32"
     return "fp32"
 
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from tokenmask.train.checkpoint import (
     InvalidCheckpoint,
     checkpoint_folders,
-    load_state,
     newest_valid_checkpoint,
     remove_leftovers,
     save_checkpoint,
@@ -64,10 +63,11 @@ def clear_old_run(output: Path) -> None:
 def resume_checkpoint(output: Path, report: Callable[[str], None] = lambda text: None) -> Path | None:
     """Where a resumed run continues: the newest valid checkpoint in ``output``, or None to start afresh.
 
-    Cleans up the temporary folders of a run killed while saving, skips (and reports) damaged
-    checkpoints, and drops the records after the checkpoint's step from ``metrics.jsonl`` (the
-    resumed run logs them again). Without any checkpoint (a run killed before its first one, or
-    no run at all) it reports that the run starts from the beginning and returns None.
+    Cleans up the temporary folders of a run killed while saving (a repair that loses nothing:
+    a half-written folder is removed, a whole one put back) and skips (and reports) damaged
+    checkpoints. Without any checkpoint (a run killed before its first one, or no run at all)
+    it reports that the run starts from the beginning and returns None. The run's log is left
+    as it is until the resumed run's input is built: :func:`trim_metrics`.
 
     Raises:
         ValueError: there are checkpoints but none is valid; the message gives each one's
@@ -90,11 +90,16 @@ def resume_checkpoint(output: Path, report: Callable[[str], None] = lambda text:
     if checkpoint is None:
         report(f"--resume: {output} holds no checkpoint yet: starting from the beginning")
         return None
-    step = int(load_state(checkpoint)["step"])
+    return checkpoint
+
+
+def trim_metrics(output: Path, step: int, report: Callable[[str], None] = lambda text: None) -> None:
+    """Drop the records after ``step`` (the resumed checkpoint's) from ``metrics.jsonl``: the
+    resumed run trains and logs those steps again. The loop calls it once the run's input is
+    built, so a resume refused for bad input leaves the log whole."""
     dropped = truncate_metrics(output, step)
     if dropped:
         report(f"dropped {dropped} record{'s' * (dropped != 1)} after step {step} from {METRICS_FILE} (they are trained again)")
-    return checkpoint
 
 
 def save_resumable(

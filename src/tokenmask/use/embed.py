@@ -63,7 +63,9 @@ def load_encoder(
             folder, local_files_only=True, trust_remote_code=False, output_loading_info=True
         )
     # A masked-LM folder has no pooler (unused here), and its head is "unexpected": both fine.
-    missing = sorted(key for key in info["missing_keys"] if not key.startswith("pooler."))
+    # transformers 4.x names missing keys with the base-model prefix (bert.pooler.…), 5.x without.
+    prefix = f"{model.base_model_prefix}."
+    missing = sorted(key for key in info["missing_keys"] if not key.removeprefix(prefix).startswith("pooler."))
     if missing:
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
         raise ValueError(f"{folder}: the checkpoint lacks encoder weights ({shown}); they would be random")

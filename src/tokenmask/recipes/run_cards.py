@@ -1,0 +1,81 @@
+"""What each recipe puts on its model cards (laid out by :func:`tokenmask.train.card.model_card`).
+
+Pre-training: the corpus and its blocks, the start (preset or checkpoint), the final fixed-mask
+metrics. Fine-tuning: the labelled data, the base checkpoint, the task metrics, for both
+OUTPUT/model and OUTPUT/best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenmask.blocks.build import PretrainBlocks
+from tokenmask.labelled.align import FinetuneData
+from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
+from tokenmask.train.card import model_card
+from tokenmask.train.loop import TrainResult
+
+
+def pretrain_card(
+    config: PretrainConfig, blocks: PretrainBlocks, evaluated: Sequence[Any], command: str | None
+) -> Callable[[TrainResult], str]:
+    """``result -> README.md`` of OUTPUT/model: command, start, data, steps, tokens, final fixed-mask metrics."""
+    corpus = ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
+    data = (
+        f"{corpus}: {len(blocks.train):,} training and {len(blocks.validation):,} validation blocks "
+        f"of {blocks.block_length} tokens"
+    )
+    side = "validation" if blocks.validation else "training"
+    start = f"the checkpoint {config.init}" if config.init else f"a new {config.preset} (random weights)"
+
+    def card(result: TrainResult) -> str:
+        final = result.evaluations[-1]
+        return model_card(
+            pipeline_tag="fill-mask", command=command, start=start, data=data, steps=result.steps, tokens=result.tokens,
+            metrics={k[len("eval_") :]: v for k, v in final.items() if k.startswith("eval_")},
+            evaluation=(
+                f"At step {final['step']:,}, on {len(evaluated):,} {side} blocks at fixed masks "
+                f"({config.eval_mlm_probability:.0%} of tokens selected, the same masks at every evaluation)"
+            ),
+            path=str(Path(config.loop.output) / "model"), base_model=config.init,
+        )  # fmt: skip
+
+    return card
+
+
+@dataclass(frozen=True)
+class FinetuneCards:
+    """Writes the model cards of a fine-tuning run: OUTPUT/model (the final model) and OUTPUT/best."""
+
+    config: FinetuneConfig
+    data: FinetuneData
+    command: str | None
+
+    def final(self, steps: int, tokens: int, metrics: dict[str, float]) -> str:
+        """The card of OUTPUT/model: ``metrics`` of the last evaluation, after ``steps``."""
+        return self._text(Path(self.config.loop.output) / "model", steps, tokens, metrics, f"At step {steps:,}, the end of the run")
+
+    def best(self, folder: Path, step: int, tokens: int, metrics: dict[str, float]) -> str:
+        """The card of ``folder`` (OUTPUT/best): the best evaluation so far, at ``step``."""
+        return self._text(folder, step, tokens, metrics, f"At step {step:,}, the run's best evaluation by {self.config.metric}")
+
+    def _text(self, folder: Path, steps: int, tokens: int, metrics: dict[str, float], when: str) -> str:
+        config, data = self.config, self.data
+        given = ", ".join(config.data) if config.data else "the built-in Rotten Tomatoes snippets (split by movie)"
+        labels = ", ".join(data.labels.labels[:20]) + (", …" if len(data.labels) > 20 else "")
+        return model_card(
+            pipeline_tag="text-classification" if data.task == "classification" else "token-classification",
+            command=self.command, start=f"the checkpoint {config.model}, with a new {data.task} head",
+            data=f"{given}: {len(data.train):,} training and {len(data.validation):,} validation examples; labels {labels}",
+            steps=steps, tokens=tokens, metrics=metrics,
+            evaluation=f"{when}, on the {len(data.validation):,} validation examples",
+            path=str(folder), base_model=config.model,
+        )  # fmt: skip
+
+
+def tokens_at(records: Sequence[dict[str, Any]], step: int) -> int:
+    """Training tokens seen by ``step``, from the run's log (0 before the first step)."""
+    return next((int(r["tokens"]) for r in reversed(records) if r.get("step") == step and "tokens" in r), 0)
