@@ -183,8 +183,8 @@ def audit_masking(
     Raises:
         ValueError: the corpus holds no text.
     """
-    corruption, selection = collator.corruption, collator.selection
-    kind, expected_lengths = expected_unit_lengths(collator.unit_config)
+    corruption, selection = collator.masking.corruption, collator.masking.selection
+    kind, expected_lengths = expected_unit_lengths(collator.masking.units)
     audit = MaskingAudit(
         unit_length_kind=kind,
         expected_lengths=expected_lengths,
@@ -225,12 +225,12 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch, masked) 
     audit.protected_draws += int(collator.vocab.protected[drawn].sum())
 
     # Units: rebuild the unit map (a pure function of the keys) to count and measure them.
-    config = collator.unit_config
+    config = collator.masking.units
     if config.strategy in ("token", "given"):
         audit.unit_lengths[1] += int(targets.sum()) if config.strategy == "token" else 0
         return
     keys = RowKeys.derive(batch.example_ids, seed=collator.seed, epoch=collator.epoch)
-    word_ids = collator.word_ids(batch)  # the same words the collator masked with
+    word_ids = batch.word_ids  # the same words the collator masked with
     units = build_units(config, eligible, keys, word_ids=word_ids)
     starts = unit_starts(units)
     audit.units += int(starts.sum())
