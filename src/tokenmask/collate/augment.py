@@ -22,6 +22,7 @@ from tokenmask.text.token_tables import cached_tables, tables_from_tokenizer
 
 _CONSUMED = CONSUMED_KEYS | {"labels", "protected_spans"}
 
+Granularity = Literal["word", "token"]
 
 
 class MaskingAugmenter:
@@ -179,27 +180,29 @@ def augment_text(
     rate: float = 0.1,
     seed: int = 0,
     *,
-    unit: Literal["word", "token"] = "word",
+    granularity: Granularity = "word",
     example_id: int | None = None,
 ) -> str:
     """Text-level augmentation: replace a share ``rate`` of the words (or tokens) by the mask token.
 
     Works on character offsets of a fast tokenizer, so the rest of the text is kept byte for
-    byte; each selected word becomes a single mask token. Deterministic: the same text, seed
-    and id give the same output (the id defaults to a hash of the tokens).
+    byte; each selected word (``granularity="word"``) or token (``"token"``) becomes a single
+    mask token. Deterministic: the same text, seed and id give the same output (the id
+    defaults to a hash of the tokens).
 
     ``augment_text("the quick brown fox", tok, rate=0.5, seed=1)`` might give
     ``"the [MASK] brown [MASK]"``.
 
     Raises:
-        ValueError: a slow tokenizer (offsets are needed), a rate outside [0, 1], no mask token.
+        ValueError: a slow tokenizer (offsets are needed), a rate outside [0, 1], a granularity
+            other than 'word' or 'token', no mask token.
     """
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"rate must be in [0, 1]; got {rate}")
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("augment_text needs a fast tokenizer (character offsets)")
-    if unit not in ("word", "token"):
-        raise ValueError(f"unit must be 'word' or 'token'; got {unit!r}")
+    if granularity not in ("word", "token"):
+        raise ValueError(f"granularity must be 'word' or 'token'; got {granularity!r}")
     vocab = cached_tables(tokenizer)
     if rate == 0.0 or not text:
         return text
@@ -212,13 +215,13 @@ def augment_text(
     if example_id is not None:
         feature["id"] = example_id
     masking = MaskingConfig(
-        units=UnitConfig(strategy="whole_word" if unit == "word" else "token"),
+        units=UnitConfig(strategy="whole_word" if granularity == "word" else "token"),
         selection=SelectionConfig(mlm_probability=rate, min_masks_per_sequence=0),
         corruption=CorruptionConfig(mask_replace_prob=1.0, random_replace_prob=0.0),
     )
     _, masked = mask_examples([feature], tokenizer, masking, vocab=vocab, seed=seed, epoch=0)
     targets = (masked.labels[0] != IGNORE_INDEX).tolist()
-    groups = word_ids if unit == "word" else list(range(len(ids)))
+    groups = word_ids if granularity == "word" else list(range(len(ids)))
     return _replace_targets(text, encoding["offset_mapping"], targets, groups, tokenizer.mask_token)
 
 
