@@ -7,6 +7,8 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from tokenmask.blocks.pack import batched
+
 
 def encode_texts(
     texts: Sequence[str],
@@ -44,13 +46,7 @@ def encode_lazily(
     batch_size: int = 256,
 ) -> Iterator[dict[str, Any]]:
     """:func:`encode_texts` over a stream, ``batch_size`` texts at a time; ids count from 0."""
-    chunk: list[str] = []
     first_id = 0
-    for text in texts:
-        chunk.append(text)
-        if len(chunk) == batch_size:
-            yield from encode_texts(chunk, tokenizer, max_length=max_length, first_id=first_id)
-            first_id += len(chunk)
-            chunk = []
-    if chunk:
+    for chunk in batched(texts, batch_size):
         yield from encode_texts(chunk, tokenizer, max_length=max_length, first_id=first_id)
+        first_id += len(chunk)

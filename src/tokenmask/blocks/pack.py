@@ -150,7 +150,11 @@ def pack_texts(
 
 
 def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Lists of ``size`` items (the last may be shorter): ``batched(range(5), 2) -> [0, 1], [2, 3], [4]``."""
+    """Lists of ``size`` items (the last may be shorter): ``batched(range(5), 2) -> [0, 1], [2, 3], [4]``.
+
+    The project's one batching helper, for any iterable (streams included): Python 3.12's
+    ``itertools.batched`` gives tuples and is not in 3.10.
+    """
     chunk: list[Any] = []
     for item in items:
         chunk.append(item)

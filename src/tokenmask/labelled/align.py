@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from tokenmask.blocks.pack import batched
 from tokenmask.labelled.examples import (
     LabelledText,
     LabelVocab,
@@ -141,8 +142,7 @@ def _tokenize(
     rows: list[list[int]] = []
     words: list[list[int]] = []
     truncated = 0
-    for start in range(0, len(inputs), _BATCH):
-        chunk = inputs[start : start + _BATCH]
+    for chunk in batched(inputs, _BATCH):
         encoding = tokenizer(chunk, is_split_into_words=split_into_words, add_special_tokens=True)
         ids = encoding["input_ids"]
         word_ids = [encoding.word_ids(i) for i in range(len(chunk))]

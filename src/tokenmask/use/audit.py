@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.pad import PaddedBatch
 from tokenmask.masking import MaskedBatch, Outcome, UnitConfig, word_units
@@ -152,17 +153,6 @@ def expected_unit_lengths(config: UnitConfig) -> tuple[str, dict[int, float]]:
     return ("words" if config.strategy == "whole_word" else "tokens"), {}
 
 
-def _batches(examples: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
-    for example in examples:
-        batch.append(example)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def audit_masking(
     examples: Iterable[dict[str, Any]],
     collator: MaskingCollator,
@@ -197,7 +187,7 @@ def audit_masking(
             "keep": corruption.keep_prob,
         },
     )
-    for features in _batches(examples, batch_size):
+    for features in batched(examples, batch_size):
         batch, masked = collator.mask(features)
         _count_batch(audit, collator, batch, masked)
         if on_batch is not None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tokenmask.blocks.pack import batched
 from tokenmask.train.models import MINILM, checkpoint_folder, position_limit, quiet_load_report
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
@@ -119,8 +120,8 @@ def embed_texts(
     special = torch.tensor(sorted(set(tokenizer.all_special_ids)))
     device = next(model.parameters()).device
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            chosen = order[start : start + batch_size]
+        done = 0
+        for chosen in batched(order, batch_size):
             ids, attention = _pad([rows[i] for i in chosen], tokenizer.pad_token_id)  # (B, T) each
             hidden = model(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
             keep = attention.bool() & ~torch.isin(ids, special)  # (B, T)
@@ -129,8 +130,9 @@ def embed_texts(
             if normalize:
                 pooled = torch.nn.functional.normalize(pooled, dim=1)
             vectors[chosen] = pooled.numpy()
+            done += len(chosen)
             if progress is not None:
-                progress(min(start + batch_size, len(order)), len(order))
+                progress(done, len(order))
     return vectors
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.text.token_tables import cached_tables, require_mask_token
 from tokenmask.masking.config import IGNORE_INDEX
@@ -55,8 +56,8 @@ def evaluate_mlm(
     was_training = model.training
     model.eval()
     loss_sum, targets, correct = 0.0, 0, 0
-    for start in range(0, len(blocks), batch_size):
-        batch = {k: v.to(device) for k, v in collator(list(blocks[start : start + batch_size])).items() if isinstance(v, torch.Tensor)}
+    for chunk in batched(blocks, batch_size):
+        batch = {k: v.to(device) for k, v in collator(chunk).items() if isinstance(v, torch.Tensor)}
         out = masked_lm_loss(model, batch)
         loss_sum += float(out.loss_sum)
         targets += out.targets
