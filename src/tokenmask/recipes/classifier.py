@@ -18,11 +18,9 @@ import torch.nn.functional as F
 
 from tokenmask.labelled.align import Task
 from tokenmask.labelled.examples import LabelVocab
-from tokenmask.text.resources import minilm_dir
-from tokenmask.text.tokenizer import load_tokenizer
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.use.metrics import ClassScores, SpanScores, class_scores, span_scores
-from tokenmask.train.models import MINILM, LoadedModel, checkpoint_folder, quiet_load_report
+from tokenmask.train.models import LoadedModel, quiet_load_report, resolve_checkpoint, saved_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -30,23 +28,14 @@ if TYPE_CHECKING:
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def model_folder(name_or_path: str | Path) -> Path:
-    """The checkpoint folder of a model name: ``minilm`` (unless a folder has that name) or a
-    folder with a config and tokenizer files.
+def load_classifier_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer saved with a checkpoint (a folder, or ``minilm``).
 
     Raises:
-        ValueError: neither; FileNotFoundError: ``minilm`` without its package.
+        ValueError: not a checkpoint (:func:`~tokenmask.train.models.resolve_checkpoint`), or
+            one saved without its tokenizer.
     """
-    return minilm_dir() if _is_minilm(name_or_path) else checkpoint_folder(Path(name_or_path))
-
-
-def _is_minilm(name_or_path: str | Path) -> bool:
-    return str(name_or_path) == MINILM and not Path(name_or_path).is_dir()
-
-
-def load_classifier_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
-    """The tokenizer saved with a checkpoint folder, or minilm's (checked to hold 30,522 ids)."""
-    return load_tokenizer(MINILM if _is_minilm(name_or_path) else model_folder(name_or_path))
+    return saved_tokenizer(resolve_checkpoint(name_or_path))
 
 
 def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab) -> LoadedModel:
@@ -64,7 +53,7 @@ def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab)
     """
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-    folder = model_folder(name_or_path)
+    folder = resolve_checkpoint(name_or_path)
     auto = AutoModelForSequenceClassification if task == "classification" else AutoModelForTokenClassification
     with quiet_load_report():
         model, info = auto.from_pretrained(
@@ -82,7 +71,7 @@ def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab)
     if lacking:
         shown = ", ".join(lacking[:4]) + (f" and {len(lacking) - 4} more" if len(lacking) > 4 else "")
         raise ValueError(f"{folder}: the checkpoint lacks encoder weights ({shown}); they would be random")
-    name = MINILM if _is_minilm(name_or_path) else str(folder)
+    name = str(Path(name_or_path))  # as the user named it: "minilm", or the folder
     notes = [f"{name}: encoder loaded into {type(model).__name__} for {len(labels)} labels"]
     if missing:
         notes.append(f"{name}: new, randomly initialised: {', '.join(missing)}")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tokenmask.blocks.pack import batched
-from tokenmask.train.models import MINILM, checkpoint_folder, position_limit, quiet_load_report
+from tokenmask.train.models import position_limit, quiet_load_report, resolve_checkpoint, saved_tokenizer
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
     import torch
@@ -53,12 +53,8 @@ def load_encoder(
     import torch
     from transformers import AutoModel
 
-    from tokenmask.text.resources import minilm_dir
-    from tokenmask.text.tokenizer import load_tokenizer
-
-    is_minilm = str(name_or_path) == MINILM and not Path(name_or_path).is_dir()
-    folder = minilm_dir() if is_minilm else checkpoint_folder(Path(name_or_path))
-    tokenizer = load_tokenizer(MINILM if is_minilm else folder)
+    folder = resolve_checkpoint(name_or_path)
+    tokenizer = saved_tokenizer(folder)
     with quiet_load_report():
         model, info = AutoModel.from_pretrained(
             folder, local_files_only=True, trust_remote_code=False, output_loading_info=True
