@@ -30,7 +30,8 @@ from tokenmask.masking.config import IGNORE_INDEX
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
-Task = Literal["classification", "token_labelling"]
+Task = Literal["classify", "tokens"]
+"""What is learnt: ``classify`` (one label per text) or ``tokens`` (one tag per word); the values of ``--task``."""
 DEFAULT_MAX_LENGTH = 128
 DEFAULT_VALIDATION_SHARE = 0.1
 """Share of the examples (or groups) held out when no validation data is given."""
@@ -188,13 +189,13 @@ class FinetuneData:
     def describe(self) -> str:
         """A few lines for the console: sizes, label balance, truncation."""
         lines = [
-            f"{self.task}: {len(self.labels)} labels ({', '.join(self.labels.labels[:10])}"
+            f"task {self.task}: {len(self.labels)} labels ({', '.join(self.labels.labels[:10])}"
             f"{', …' if len(self.labels) > 10 else ''})",
             f"  train:      {self.train_counts.describe()}",
             f"  validation: {self.validation_counts.describe()}",
             f"  truncated at {self.max_length} tokens: {self.truncated[0]:,} train, {self.truncated[1]:,} validation",
         ]
-        if self.task == "token_labelling":
+        if self.task == "tokens":
             train, validation = self.lost_words
             lines.append(f"  tagged words without a token: {train:,} train, {validation:,} validation")
         if self.repaired:
@@ -214,8 +215,8 @@ def prepare_finetune_data(
     """Split (unless ``validation`` is given), build the label vocabulary from the training
     side, encode both sides.
 
-    The task follows the examples' type: :class:`LabelledText` -> ``"classification"``,
-    :class:`TaggedSentence` -> ``"token_labelling"``.
+    The task follows the examples' type: :class:`LabelledText` -> ``"classify"``,
+    :class:`TaggedSentence` -> ``"tokens"``.
 
     Args:
         examples: the labelled examples (all of one type).
@@ -235,11 +236,11 @@ def prepare_finetune_data(
         train, held_out = split_examples(examples, validation_share=validation_share, by=split_by)
     else:
         if validation and _task_of(validation, "validation examples") != task:
-            raise ValueError(f"validation examples are not {task} examples like the training ones")
+            raise ValueError(f"validation examples are not for task {task!r} like the training ones")
         train, held_out = list(examples), list(validation)
     if not train:
         raise ValueError("no training example left after the split; lower validation_share")
-    if task == "classification":
+    if task == "classify":
         labels = class_vocab(e.label for e in train)
         encode = encode_texts_with_labels
     else:
@@ -264,7 +265,7 @@ def _task_of(examples: Sequence[Any], name: str) -> Task:
     if not examples:
         raise ValueError(f"no {name}: fine-tuning needs labelled examples")
     if all(isinstance(e, LabelledText) for e in examples):
-        return "classification"
+        return "classify"
     if all(isinstance(e, TaggedSentence) for e in examples):
-        return "token_labelling"
-    raise ValueError(f"{name} must all be LabelledText (classification) or all TaggedSentence (token labelling)")
+        return "tokens"
+    raise ValueError(f"{name} must all be LabelledText (task 'classify') or all TaggedSentence (task 'tokens')")

@@ -41,8 +41,8 @@ def load_classifier_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBa
 def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab) -> LoadedModel:
     """An encoder checkpoint under a classification head for ``labels`` (safetensors, local, no remote code).
 
-    ``task="classification"`` gives ``AutoModelForSequenceClassification`` (one label per
-    text), ``"token_labelling"`` ``AutoModelForTokenClassification`` (one per token). The
+    ``task="classify"`` gives ``AutoModelForSequenceClassification`` (one label per
+    text), ``"tokens"`` ``AutoModelForTokenClassification`` (one per token). The
     config carries ``id2label`` / ``label2id``, so the saved model names its labels. The notes
     say what is new (the head; the pooler of a masked-LM checkpoint) and what is left unused
     (a masked-LM head).
@@ -54,7 +54,7 @@ def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab)
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     folder = resolve_checkpoint(name_or_path)
-    auto = AutoModelForSequenceClassification if task == "classification" else AutoModelForTokenClassification
+    auto = AutoModelForSequenceClassification if task == "classify" else AutoModelForTokenClassification
     with quiet_load_report():
         model, info = auto.from_pretrained(
             folder,
@@ -173,7 +173,7 @@ def evaluate_classifier(model: torch.nn.Module, batches: Sequence[dict[str, Any]
         gold = batch["labels"]
         loss_sum += float(F.cross_entropy(logits.flatten(0, -2), gold.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"))
         predicted = logits.argmax(-1)
-        if task == "classification":
+        if task == "classify":
             gold_rows.extend([g] for g in gold.tolist())
             predicted_rows.extend([p] for p in predicted.tolist())
             continue
@@ -187,7 +187,7 @@ def evaluate_classifier(model: torch.nn.Module, batches: Sequence[dict[str, Any]
         raise ValueError("no labelled validation example to evaluate on")
     scores = class_scores(flat_gold, [p for row in predicted_rows for p in row], labels.labels)
     spans = None
-    if task == "token_labelling":
+    if task == "tokens":
         names = labels.labels
         spans = span_scores([[names[g] for g in row] for row in gold_rows], [[names[p] for p in row] for row in predicted_rows])
     return Evaluation(loss=loss_sum / len(flat_gold), scores=scores, spans=spans)
