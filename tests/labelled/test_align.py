@@ -6,6 +6,7 @@ import torch
 
 from tokenmask import IGNORE_INDEX, MaskingAugmenter
 from tokenmask.labelled.align import (
+    LabelledExample,
     align_labels,
     encode_tagged_sentences,
     encode_texts_with_labels,
@@ -36,6 +37,7 @@ def test_classification_example_by_hand(bert_tokenizer):
         "id": 5,
     }
     assert encoded.examples[1]["labels"] == 1 and encoded.examples[1]["id"] == 6
+    assert set(encoded.examples[0]) == LabelledExample.__required_keys__
 
 
 def test_tags_go_to_the_first_piece_of_a_word_split_in_four(bert_tokenizer):

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from tokenmask.collate.pad import Feature
+
 
 @dataclass(frozen=True)
 class Shard:
@@ -47,7 +49,7 @@ class EpochCollator(Protocol):
     :class:`~tokenmask.collate.collator.MaskingCollator`): no state changes between epochs, so
     a collator copied into DataLoader workers masks exactly as the original."""
 
-    def collate(self, features: Sequence[Any], *, epoch: int) -> dict[str, Any]: ...
+    def collate(self, features: Sequence[Feature], *, epoch: int) -> dict[str, Any]: ...
 
 
 def epoch_order(count: int, *, seed: int, epoch: int) -> torch.Tensor:
@@ -83,7 +85,7 @@ class MicroBatches(IterableDataset):
 
     def __init__(
         self,
-        examples: Sequence[dict[str, Any]],
+        examples: Sequence[Feature],
         collator: EpochCollator,
         *,
         batch_size: int,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from tokenmask.blocks.pack import batched
 from tokenmask.labelled.examples import (
@@ -39,6 +39,20 @@ DEFAULT_VALIDATION_SHARE = 0.1
 _BATCH = 1000  # examples tokenized per call
 
 
+class LabelledExample(TypedDict):
+    """An encoded fine-tuning example, as :class:`~tokenmask.collate.augment.MaskingAugmenter` takes it."""
+
+    input_ids: list[int]
+    """Token ids, special tokens included."""
+    word_ids: list[int]
+    """Word index per token, -1 on special tokens."""
+    labels: int | list[int]
+    """Task ``classify``: the class id; ``tokens``: one id per token, on the first piece of
+    each word, ``IGNORE_INDEX`` elsewhere (:func:`align_labels`)."""
+    id: int
+    """A stable example id, unique across training and validation."""
+
+
 def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:
     """One label per token: the first piece of each word gets its word's label, the other
     pieces and special tokens (word id None or -1) get ``IGNORE_INDEX``.
@@ -57,14 +71,9 @@ def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> 
 
 @dataclass(frozen=True)
 class EncodedSide:
-    """Encoded examples of one side and what encoding cost them.
+    """Encoded examples of one side (:class:`LabelledExample`) and what encoding cost them."""
 
-    Each example is ``{"input_ids": list[int], "word_ids": list[int], "labels": int |
-    list[int], "id": int}``; ``word_ids`` are -1 on special tokens; per-token ``labels`` are as
-    long as ``input_ids``.
-    """
-
-    examples: list[dict[str, Any]]
+    examples: list[LabelledExample]
     truncated: int
     """Examples cut at ``max_length`` tokens (their end is lost, never silently)."""
     lost_words: int = 0
@@ -93,7 +102,7 @@ def encode_texts_with_labels(
     """
     label_ids = labels.ids((e.label for e in examples), side=side)
     rows, words, truncated = _tokenize(tokenizer, [e.text for e in examples], max_length, split_into_words=False)
-    encoded = [
+    encoded: list[LabelledExample] = [
         {"input_ids": ids, "word_ids": word_ids, "labels": label, "id": first_id + i}
         for i, (ids, word_ids, label) in enumerate(zip(rows, words, label_ids))
     ]
@@ -121,7 +130,7 @@ def encode_tagged_sentences(
     """
     tag_ids = [labels.ids(e.tags, side=side) for e in examples]
     rows, words, truncated = _tokenize(tokenizer, [list(e.words) for e in examples], max_length, split_into_words=True)
-    encoded = []
+    encoded: list[LabelledExample] = []
     lost = 0
     for i, (ids, word_ids, tags) in enumerate(zip(rows, words, tag_ids)):
         lost += len(tags) - len({w for w in word_ids if w >= 0})
@@ -168,14 +177,14 @@ def _tokenize(
 class FinetuneData:
     """Encoded training and validation examples of one task, their labels and what was kept.
 
-    ``train`` / ``validation`` rows are ``{"input_ids", "word_ids", "labels", "id"}`` (see
-    :class:`EncodedSide`); validation ids start after the training ones, so ids are unique.
+    ``train`` / ``validation`` rows are :class:`LabelledExample`; validation ids start after
+    the training ones, so ids are unique.
     """
 
     task: Task
     labels: LabelVocab
-    train: list[dict[str, Any]]
-    validation: list[dict[str, Any]]
+    train: list[LabelledExample]
+    validation: list[LabelledExample]
     train_counts: SideCounts
     validation_counts: SideCounts
     max_length: int

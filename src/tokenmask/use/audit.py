@@ -17,7 +17,7 @@ import numpy as np
 
 from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
-from tokenmask.collate.pad import PaddedBatch
+from tokenmask.collate.pad import Feature, PaddedBatch
 from tokenmask.masking import MaskedBatch, Outcome, UnitConfig, word_units
 from tokenmask.masking.units import unit_starts
 
@@ -154,7 +154,7 @@ def expected_unit_lengths(config: UnitConfig) -> tuple[str, dict[int, float]]:
 
 
 def audit_masking(
-    examples: Iterable[dict[str, Any]],
+    examples: Iterable[Feature],
     collator: MaskingCollator,
     *,
     batch_size: int = 64,
@@ -223,7 +223,9 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBa
     audit.selected_units += int((starts & targets).sum())
     word_starts = starts
     if config.strategy != "whole_word":  # spans and n-grams are measured in words: the words they cover
-        word_starts = unit_starts(word_units(batch.word_ids, masked.eligible & (batch.word_ids >= 0)))
+        words = batch.word_ids
+        assert words is not None  # word strategies always mask with word ids, and the batch returns them
+        word_starts = unit_starts(word_units(words, masked.eligible & (words >= 0)))
     _count_unit_lengths(audit, units, word_starts, starts & targets, _longest_unit(config))
 
 

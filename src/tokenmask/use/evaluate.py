@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
 from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
+from tokenmask.collate.pad import Feature
 from tokenmask.text.token_tables import cached_tables, require_mask_token
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.heads import masked_lm_loss
@@ -40,7 +40,7 @@ class MlmMetrics:
 @torch.no_grad()
 def evaluate_mlm(
     model: torch.nn.Module,
-    blocks: Sequence[dict[str, Any]],
+    blocks: Sequence[Feature],
     collator: MaskingCollator,
     *,
     batch_size: int = 32,
@@ -81,7 +81,7 @@ class PseudoPerplexity:
         return asdict(self)
 
 
-def _padded(blocks: Sequence[dict[str, Any]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _padded(blocks: Sequence[Feature], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(S, T)`` ids right-padded with ``pad_token_id`` and the ``(S, T)`` bool mask of real tokens."""
     rows = [torch.as_tensor(block["input_ids"], dtype=torch.long) for block in blocks]
     lengths = torch.tensor([len(row) for row in rows])
@@ -92,7 +92,7 @@ def _padded(blocks: Sequence[dict[str, Any]], pad_token_id: int) -> tuple[torch.
 @torch.no_grad()
 def pseudo_perplexity(
     model: torch.nn.Module,
-    blocks: Sequence[dict[str, Any]],
+    blocks: Sequence[Feature],
     tokenizer: PreTrainedTokenizerBase,
     *,
     batch_size: int = 64,
