@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.collate.masked import mask_examples, pad_for
-from tokenmask.collate.pad import CONSUMED_KEYS, Feature, column, left_pad, pad_rows, row_lengths
+from tokenmask.collate.masked import checked_epoch, mask_examples, on_tokenizer_side, pad_for
+from tokenmask.collate.pad import CONSUMED_KEYS, Feature, column, pad_rows, row_lengths
 from tokenmask.masking import IGNORE_INDEX
 from tokenmask.masking.config import CorruptionConfig, MaskingConfig, SelectionConfig, UnitConfig
 from tokenmask.text.token_tables import cached_tables, tables_from_tokenizer
@@ -75,7 +75,6 @@ class MaskingAugmenter:
         self.set_rate(rate)
         self.tokenizer = tokenizer
         self.vocab = tables_from_tokenizer(tokenizer, protected_ids=protected_ids)
-        self.pad_token_id = tokenizer.pad_token_id
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.epoch = 0
@@ -105,9 +104,7 @@ class MaskingAugmenter:
 
     def set_epoch(self, epoch: int) -> None:
         """New masks for ``epoch`` in :meth:`__call__`."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0; got {epoch}")
-        self.epoch = int(epoch)
+        self.epoch = checked_epoch(epoch)
 
     def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
         """:meth:`collate` with the epoch of the last :meth:`set_epoch` (0 before any)."""
@@ -146,9 +143,7 @@ class MaskingAugmenter:
         labels = column(features, "labels")
         if labels is not None:
             out["labels"] = collate_labels(labels, batch.lengths, batch.input_ids.shape[1])
-        if getattr(self.tokenizer, "padding_side", "right") == "left":
-            out = left_pad(out, batch.lengths, {"input_ids": self.pad_token_id or 0, "labels": IGNORE_INDEX})
-        return out
+        return on_tokenizer_side(out, batch.lengths, self.tokenizer)
 
 
 def collate_labels(labels: list[Any], lengths: np.ndarray, width: int) -> Any:

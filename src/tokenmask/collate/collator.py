@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.collate.masked import mask_examples
-from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch, left_pad
-from tokenmask.masking import IGNORE_INDEX, MaskedBatch
+from tokenmask.collate.masked import checked_epoch, mask_examples, on_tokenizer_side
+from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch
+from tokenmask.masking import MaskedBatch
 from tokenmask.masking.config import (
     CorruptionConfig,
     MaskingConfig,
@@ -171,16 +171,13 @@ class MaskingCollator:
         self.masking = masking
         self.tokenizer = tokenizer
         self.vocab = tables_from_tokenizer(tokenizer, protected_ids=protected_ids, replace_counts=replace_counts)
-        self.pad_token_id = tokenizer.pad_token_id
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         """Use the masks of ``epoch`` in :meth:`__call__` from now on (dynamic masking)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0; got {epoch}")
-        self.epoch = int(epoch)
+        self.epoch = checked_epoch(epoch)
 
     def set_mlm_probability(self, mlm_probability: float) -> None:
         """Select this share of tokens from now on (a masking-rate schedule, e.g. 0.3 -> 0.15).
@@ -207,9 +204,7 @@ class MaskingCollator:
             "attention_mask": torch.from_numpy(batch.attention_mask),
             "labels": masked.labels,
         }
-        if getattr(self.tokenizer, "padding_side", "right") == "left":
-            out = left_pad(out, batch.lengths, {"input_ids": self.pad_token_id or 0, "labels": IGNORE_INDEX})
-        return out
+        return on_tokenizer_side(out, batch.lengths, self.tokenizer)
 
     def mask(self, features: Sequence[Feature], *, epoch: int | None = None) -> tuple[PaddedBatch, MaskedBatch]:
         """Pad and mask; returns the padded batch and the :class:`MaskedBatch` (right-padded).

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch, column, pad_examples, spans_to_array
-from tokenmask.masking import MaskedBatch, MaskingConfig, VocabTables, mask_tokens
+from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch, column, left_pad, pad_examples, spans_to_array
+from tokenmask.masking import IGNORE_INDEX, MaskedBatch, MaskingConfig, VocabTables, mask_tokens
 from tokenmask.text.token_tables import word_ids_from_decoder
 
 
@@ -40,6 +41,26 @@ def pad_for(
         sequence_fills={"token_type_ids": int(getattr(tokenizer, "pad_token_type_id", 0))},
         with_word_ids=with_word_ids,
     )
+
+
+def on_tokenizer_side(out: dict[str, Any], lengths: np.ndarray, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    """A collated batch padded on the tokenizer's side: moved to left padding (``input_ids``
+    filled with the pad id, ``labels`` with -100, the rest with 0) when ``padding_side`` is
+    'left', else ``out`` as it is (right-padded)."""
+    if getattr(tokenizer, "padding_side", "right") != "left":
+        return out
+    return left_pad(out, lengths, {"input_ids": tokenizer.pad_token_id or 0, "labels": IGNORE_INDEX})
+
+
+def checked_epoch(epoch: int) -> int:
+    """``epoch`` as an int, for a collator's ``set_epoch``.
+
+    Raises:
+        ValueError: a negative epoch.
+    """
+    if epoch < 0:
+        raise ValueError(f"epoch must be >= 0; got {epoch}")
+    return int(epoch)
 
 
 def mask_examples(
