@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from tokenmask.labelled.align import Task
 from tokenmask.labelled.examples import LabelVocab
 from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.use.evaluate import evaluating, tensors_on
 from tokenmask.use.metrics import ClassScores, SpanScores, class_scores, span_scores
 from tokenmask.train.models import LoadedModel, quiet_load_report, resolve_checkpoint, saved_tokenizer
 
@@ -163,25 +164,23 @@ def evaluate_classifier(model: torch.nn.Module, batches: Sequence[dict[str, Any]
     Raises:
         ValueError: no labelled example in the batches.
     """
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     loss_sum, gold_rows, predicted_rows = 0.0, [], []
-    for batch in batches:
-        batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
-        logits = model(**model_inputs(batch)).logits.float()
-        gold = batch["labels"]
-        loss_sum += float(F.cross_entropy(logits.flatten(0, -2), gold.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"))
-        predicted = logits.argmax(-1)
-        if task == "classify":
-            gold_rows.extend([g] for g in gold.tolist())
-            predicted_rows.extend([p] for p in predicted.tolist())
-            continue
-        kept = gold != IGNORE_INDEX
-        for row in range(gold.shape[0]):
-            gold_rows.append(gold[row][kept[row]].tolist())
-            predicted_rows.append(predicted[row][kept[row]].tolist())
-    model.train(was_training)
+    with evaluating(model):
+        for batch in batches:
+            batch = tensors_on(batch, device)
+            logits = model(**model_inputs(batch)).logits.float()
+            gold = batch["labels"]
+            loss_sum += float(F.cross_entropy(logits.flatten(0, -2), gold.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"))
+            predicted = logits.argmax(-1)
+            if task == "classify":
+                gold_rows.extend([g] for g in gold.tolist())
+                predicted_rows.extend([p] for p in predicted.tolist())
+                continue
+            kept = gold != IGNORE_INDEX
+            for row in range(gold.shape[0]):
+                gold_rows.append(gold[row][kept[row]].tolist())
+                predicted_rows.append(predicted[row][kept[row]].tolist())
     flat_gold = [g for row in gold_rows for g in row]
     if not flat_gold:
         raise ValueError("no labelled validation example to evaluate on")

@@ -119,17 +119,34 @@ def embed_texts(
         done = 0
         for chosen in batched(order, batch_size):
             ids, attention = _pad([rows[i] for i in chosen], tokenizer.pad_token_id)  # (B, T) each
-            hidden = model(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
-            keep = attention.bool() & ~torch.isin(ids, special)  # (B, T)
-            keep |= attention.bool() & ~keep.any(dim=1, keepdim=True)  # no content token: use the specials
-            pooled = mean_pool(hidden.float().cpu(), keep)  # (B, H)
-            if normalize:
-                pooled = torch.nn.functional.normalize(pooled, dim=1)
-            vectors[chosen] = pooled.numpy()
+            vectors[chosen] = _embed_batch(model, ids, attention, special, device=device, normalize=normalize)
             done += len(chosen)
             if progress is not None:
                 progress(done, len(order))
     return vectors
+
+
+def _embed_batch(
+    model: PreTrainedModel,
+    ids: torch.Tensor,
+    attention: torch.Tensor,
+    special: torch.Tensor,
+    *,
+    device: torch.device,
+    normalize: bool,
+) -> np.ndarray:
+    """``(B, H)`` float32 vectors of a padded ``(B, T)`` batch: the mean of the last hidden
+    states over each row's content tokens (not in ``special``), or over its special tokens when
+    it has none; unit length when ``normalize``."""
+    import torch
+
+    hidden = model(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+    keep = attention.bool() & ~torch.isin(ids, special)  # (B, T)
+    keep |= attention.bool() & ~keep.any(dim=1, keepdim=True)  # no content token: use the specials
+    pooled = mean_pool(hidden.float().cpu(), keep)  # (B, H)
+    if normalize:
+        pooled = torch.nn.functional.normalize(pooled, dim=1)
+    return pooled.numpy()
 
 
 def _check_settings(
