@@ -2,7 +2,7 @@
 
 import pytest
 
-from tokenmask.blocks.pack import BlockPacker, batched, pack_texts
+from tokenmask.blocks.pack import Block, BlockPacker, batched, pack_texts
 
 
 def test_packer_exact_case():
@@ -54,3 +54,9 @@ def test_pack_texts_rejects_tiny_blocks(bert_tokenizer):
 def test_batched():
     assert list(batched(range(5), 2)) == [[0, 1], [2, 3], [4]]
     assert list(batched([], 3)) == []
+
+
+def test_blocks_hold_exactly_the_keys_block_declares(bert_tokenizer, lines):
+    blocks = list(pack_texts(lines[:50], bert_tokenizer, block_length=32))
+    assert all(set(block) == Block.__required_keys__ == {"input_ids", "word_ids", "id"} for block in blocks)
+    assert all(len(block["word_ids"]) == len(block["input_ids"]) for block in blocks)

@@ -102,12 +102,24 @@ def test_augment_text_replaces_words_and_keeps_the_rest(tokenizers):
         augment_text(text, tokenizers["bert-base-uncased"], rate=2.0)
 
 
-def test_augment_text_word_unit_masks_whole_words(bert_tokenizer):
+def test_augment_text_word_granularity_masks_whole_words(bert_tokenizer):
     text = "unbelievable extraordinary circumstances notwithstanding"
     outs = {augment_text(text, bert_tokenizer, rate=0.5, seed=s) for s in range(10)}
     for out in outs:
         for word in out.split():
             assert word == "[MASK]" or word in text.split()
+
+
+def test_augment_text_token_granularity_masks_pieces(bert_tokenizer):
+    # per ##am ##bula ##ting, cart ##ographer ##s, un ##para ##lle ##led: by token, a word may
+    # lose some of its pieces only (by word, never: see the test above)
+    text = "thou perambulating cartographers unparalleled"
+    outs = {augment_text(text, bert_tokenizer, rate=0.5, seed=s, granularity="token") for s in range(10)}
+    assert any(word not in text.split() and word != "[MASK]" for out in outs for word in out.split())
+    by_word = {augment_text(text, bert_tokenizer, rate=0.5, seed=s) for s in range(10)}
+    assert all(word in text.split() or word == "[MASK]" for out in by_word for word in out.split())
+    with pytest.raises(ValueError, match="granularity must be 'word' or 'token'"):
+        augment_text(text, bert_tokenizer, granularity="sentence")
 
 
 def test_multi_label_soft_and_string_labels_pass_unchanged(bert_tokenizer, lines):

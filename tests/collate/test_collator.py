@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tokenmask import MaskingCollator
 from tokenmask.blocks.encode import encode_texts
 from tokenmask.text.token_tables import tables_from_tokenizer, word_start_table
-from tokenmask.masking import IGNORE_INDEX
+from tokenmask.masking import IGNORE_INDEX, CorruptionConfig, MaskingConfig, SelectionConfig, UnitConfig
 
 FAMILIES = ["bert-base-uncased", "roberta-gpt2", "trained-wordpiece", "trained-bpe", "trained-unigram"]
 WORD_STRATEGIES = ["whole_word", "span", "ngram"]
@@ -310,3 +310,50 @@ def test_set_epoch_reaches_dataloader_workers(bert_tokenizer, sample):
 def test_labels_in_any_example_are_refused(bert_tokenizer):
     with pytest.raises(ValueError, match="'labels'"):
         MaskingCollator(bert_tokenizer)([{"input_ids": [101, 2000, 102]}, {"input_ids": [101, 2001, 102], "labels": 0}])
+
+
+@pytest.mark.parametrize(
+    "keywords, masking",
+    [
+        ({}, MaskingConfig()),
+        (
+            {"strategy": "span", "span_geometric_p": 0.3, "span_max_words": 4, "mlm_probability": 0.3, "corrupt_per_unit": True},
+            MaskingConfig(
+                units=UnitConfig(strategy="span", span_geometric_p=0.3, span_max_words=4),
+                selection=SelectionConfig(mlm_probability=0.3),
+                corruption=CorruptionConfig(per_unit=True),
+            ),
+        ),
+        (
+            {"strategy": "ngram", "ngram_max_n": 2, "selection": "exact", "max_predictions": 6, "min_masks_per_sequence": 2,
+             "mask_replace_prob": 0.5, "random_replace_prob": 0.3},
+            MaskingConfig(
+                units=UnitConfig(strategy="ngram", ngram_max_n=2),
+                selection=SelectionConfig(mode="exact", max_predictions=6, min_masks_per_sequence=2),
+                corruption=CorruptionConfig(mask_replace_prob=0.5, random_replace_prob=0.3),
+            ),
+        ),
+        ({"whole_word_mask": True}, MaskingConfig(units=UnitConfig(strategy="whole_word"))),
+    ],
+)
+def test_from_config_equals_the_keyword_constructor(bert_tokenizer, sample, keywords, masking):
+    features = encode_texts(sample[:16], bert_tokenizer)
+    common = {"seed": 4, "pad_to_multiple_of": 8, "protected_ids": [1996]}  # 1996 = "the"
+    by_keywords = MaskingCollator(bert_tokenizer, **keywords, **common)
+    by_config = MaskingCollator.from_config(bert_tokenizer, masking, **common)
+    assert by_config.masking == by_keywords.masking == masking
+    for epoch in (0, 3):
+        one, other = by_keywords.collate(features, epoch=epoch), by_config.collate(features, epoch=epoch)
+        assert one.keys() == other.keys()
+        assert all(torch.equal(one[key], other[key]) for key in one)
+    with pytest.raises(ValueError, match="pad_to_multiple_of"):
+        MaskingCollator.from_config(bert_tokenizer, masking, pad_to_multiple_of=0)
+
+
+def test_set_mlm_probability_changes_only_the_rate(bert_tokenizer, sample):
+    features = encode_texts(sample[:16], bert_tokenizer)
+    collator = MaskingCollator(bert_tokenizer, strategy="whole_word", mlm_probability=0.3, seed=1)
+    collator.set_mlm_probability(0.15)
+    assert collator.masking == MaskingConfig(units=UnitConfig(strategy="whole_word"))
+    fresh = MaskingCollator(bert_tokenizer, strategy="whole_word", seed=1)
+    assert torch.equal(collator(features)["labels"], fresh(features)["labels"])

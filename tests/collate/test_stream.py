@@ -6,20 +6,16 @@ from itertools import islice
 import pytest
 import torch
 
+from tokenmask import MaskingCollator
+from tokenmask.blocks.encode import encode_texts
 from tokenmask.collate.stream import MicroBatches, Shard, epoch_order, micro_batches
 
 
 class IdCollator:
-    """Collates examples into their ids (and the epoch it was told), to count them."""
+    """Collates examples into their ids (and the epoch it was given), to count them."""
 
-    def __init__(self):
-        self.epoch = 0
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def __call__(self, examples):
-        return {"id": torch.tensor([e["id"] for e in examples]), "epoch": torch.tensor(self.epoch)}
+    def collate(self, examples, *, epoch):
+        return {"id": torch.tensor([e["id"] for e in examples]), "epoch": torch.tensor(epoch)}
 
 
 EXAMPLES = [{"id": i} for i in range(103)]
@@ -79,3 +75,17 @@ def test_too_few_examples_for_one_global_batch():
         MicroBatches(EXAMPLES, IdCollator(), batch_size=40, seed=0, shard=Shard(0, 3))
     with pytest.raises(ValueError, match="rank must be in"):
         Shard(2, 2)
+
+
+def test_the_stream_gives_the_collator_the_epoch_and_leaves_it_unchanged(bert_tokenizer, lines):
+    # 12 examples, batches of 4: 3 per epoch; dupe factor 2 masks epochs 0, 1, 0, 1, ...
+    examples = encode_texts(lines[:12], bert_tokenizer)
+    collator = MaskingCollator(bert_tokenizer, strategy="whole_word", seed=5)
+    stream = MicroBatches(examples, collator, batch_size=4, seed=3, dupe_factor=2)
+    batches = list(islice(iter(stream), 12))  # four epochs
+    assert collator.epoch == 0  # never set by the stream
+    for batch, (epoch, chosen) in zip(batches, stream.indices()):
+        expected = collator.collate([examples[i] for i in chosen], epoch=epoch % 2)
+        assert torch.equal(batch["labels"], expected["labels"]) and torch.equal(batch["input_ids"], expected["input_ids"])
+    epoch, chosen = next(islice(stream.indices(), 3, None))  # the first batch of epoch 1: new masks
+    assert epoch == 1 and not torch.equal(batches[3]["labels"], collator.collate([examples[i] for i in chosen], epoch=0)["labels"])

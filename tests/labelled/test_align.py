@@ -6,6 +6,7 @@ import torch
 
 from tokenmask import IGNORE_INDEX, MaskingAugmenter
 from tokenmask.labelled.align import (
+    LabelledExample,
     align_labels,
     encode_tagged_sentences,
     encode_texts_with_labels,
@@ -36,6 +37,7 @@ def test_classification_example_by_hand(bert_tokenizer):
         "id": 5,
     }
     assert encoded.examples[1]["labels"] == 1 and encoded.examples[1]["id"] == 6
+    assert set(encoded.examples[0]) == LabelledExample.__required_keys__
 
 
 def test_tags_go_to_the_first_piece_of_a_word_split_in_four(bert_tokenizer):
@@ -71,14 +73,14 @@ def test_prepare_splits_builds_labels_from_training_and_numbers_ids(bert_tokeniz
         LabelledText(f"review number {i}", "fresh" if i % 3 else "rotten", f"movie {i % 17}") for i in range(300)
     ]
     data = prepare_finetune_data(examples, bert_tokenizer, validation_share=0.2, split_by="group")
-    assert data.task == "classification" and data.labels.labels == ("fresh", "rotten")
+    assert data.task == "classify" and data.labels.labels == ("fresh", "rotten")
     assert len(data.train) + len(data.validation) == 300 and data.validation
     assert data.train_counts.examples == len(data.train) and data.validation_counts.examples == len(data.validation)
     assert sum(data.train_counts.labels.values()) == len(data.train)
     ids = [e["id"] for e in data.train + data.validation]
     assert ids == list(range(300))  # validation ids follow the training ones
     assert data.truncated == (0, 0)
-    assert "classification: 2 labels (fresh, rotten)" in data.describe()
+    assert "task classify: 2 labels (fresh, rotten)" in data.describe()
     assert "truncated at 128 tokens: 0 train, 0 validation" in data.describe()
 
 
@@ -95,12 +97,12 @@ def test_a_validation_label_unseen_in_training_is_refused(bert_tokenizer):
 def test_tasks_follow_the_example_type_and_must_not_mix(bert_tokenizer):
     tagged = [TaggedSentence(("EU", "rejects"), ("B-ORG", "O")), TaggedSentence(("Peter",), ("B-PER",))]
     data = prepare_finetune_data(tagged, bert_tokenizer, validation=tagged[1:])
-    assert data.task == "token_labelling" and data.labels.labels == ("O", "B-ORG", "B-PER")
+    assert data.task == "tokens" and data.labels.labels == ("O", "B-ORG", "B-PER")
     assert data.validation[0]["labels"] == [X, 2, X] and data.validation[0]["id"] == 2
     assert "tagged words without a token: 0 train, 0 validation" in data.describe()
     with pytest.raises(ValueError, match="must all be LabelledText"):
         prepare_finetune_data([tagged[0], LabelledText("a", "b")], bert_tokenizer)
-    with pytest.raises(ValueError, match="are not token_labelling examples"):
+    with pytest.raises(ValueError, match="are not for task 'tokens'"):
         prepare_finetune_data(tagged, bert_tokenizer, validation=[LabelledText("a", "b")])
     with pytest.raises(ValueError, match="no examples"):
         prepare_finetune_data([], bert_tokenizer)

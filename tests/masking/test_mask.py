@@ -13,10 +13,14 @@ from tokenmask.masking import (
     STRATEGIES,
     CorruptionConfig,
     Outcome,
+    RowKeys,
     SelectionConfig,
     UnitConfig,
     VocabTables,
+    build_units,
+    eligible_positions,
     mask_tokens,
+    token_units,
 )
 
 V, PAD, CLS, SEP, MASK = 60, 0, 1, 2, 3
@@ -150,6 +154,42 @@ def test_mask_of_an_example_ignores_batch_composition_and_padding(strategy, batc
         assert torch.equal(together.input_ids[old, :n], alone.input_ids[0])
         assert torch.equal(together.labels[old, :n], alone.labels[0])
         assert torch.equal(shuffled.input_ids[new, :n], alone.input_ids[0])
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@common
+@given(batch=batches())
+def test_the_masked_batch_carries_the_units_it_selected_from(strategy, batch):
+    rows, example_ids, width = batch
+    ids, words, attention, spans = pad(rows, width)
+    _, _, out = run(rows, example_ids, width, strategy)
+    eligible = eligible_positions(ids.numpy(), VOCAB, attention_mask=attention.numpy().astype(bool))
+    keys = RowKeys.derive(np.array(example_ids), seed=11, epoch=1)  # run()'s seed and epoch
+    units = build_units(UnitConfig(strategy=strategy), eligible, keys, word_ids=words.numpy(), given_spans=spans.numpy())
+    assert np.array_equal(out.eligible, eligible)
+    assert np.array_equal(out.units, units) and out.units.shape == tuple(ids.shape)
+    # targets are whole units: a unit is either all targets or none
+    targets = (out.outcome != Outcome.NONE).numpy()
+    assert not (targets & (out.units < 0)).any()
+    flat = (np.arange(len(rows))[:, None] * width + out.units)[out.units >= 0]
+    hit = np.bincount(flat, weights=targets[out.units >= 0], minlength=len(rows) * width)
+    size = np.bincount(flat, minlength=len(rows) * width)
+    assert np.all((hit == 0) | (hit == size))
+
+
+def test_units_of_a_hand_made_batch():
+    # [CLS] a ##b c [SEP] [PAD]: words 0 0 1; the token strategy numbers each eligible token
+    ids = torch.tensor([[CLS, 10, 11, 12, SEP, PAD]])
+    words = torch.tensor([[-1, 0, 0, 1, -1, -1]])
+    attention = torch.tensor([[1, 1, 1, 1, 1, 0]])
+    kwargs = dict(vocab=VOCAB, example_ids=torch.tensor([7]), seed=0, attention_mask=attention, word_ids=words)
+    by_token = mask_tokens(ids, **kwargs)
+    assert by_token.strategy_units is None  # the fast path builds none; units builds it when asked
+    assert by_token.units.tolist() == [[-1, 0, 1, 2, -1, -1]]
+    assert np.array_equal(by_token.units, token_units(by_token.eligible))
+    by_word = mask_tokens(ids, unit_config=UnitConfig(strategy="whole_word"), **kwargs)
+    assert by_word.units.tolist() == [[-1, 0, 0, 1, -1, -1]]
+    assert by_word.eligible.tolist() == [[False, True, True, True, False, False]]
 
 
 @common

@@ -13,18 +13,18 @@ from tokenmask.recipes.classifier import classifier_loss_sum, evaluate_classifie
 
 def test_a_masked_lm_folder_loads_with_only_head_and_pooler_new(tiny_mlm_folder):
     labels = LabelVocab(("neg", "pos"))
-    loaded = load_classifier(tiny_mlm_folder, task="classification", labels=labels)
+    loaded = load_classifier(tiny_mlm_folder, task="classify", labels=labels)
     assert type(loaded.model).__name__ == "BertForSequenceClassification"
     assert loaded.model.config.id2label == {0: "neg", 1: "pos"}
     new = next(note for note in loaded.notes if "new, randomly initialised" in note)
     assert new.endswith("bert.pooler.dense.bias, bert.pooler.dense.weight, classifier.bias, classifier.weight")
     assert any("cls.predictions" in note and "not used" in note for note in loaded.notes)
-    tagger = load_classifier(tiny_mlm_folder, task="token_labelling", labels=LabelVocab(("O", "B-PER", "I-PER")))
+    tagger = load_classifier(tiny_mlm_folder, task="tokens", labels=LabelVocab(("O", "B-PER", "I-PER")))
     assert type(tagger.model).__name__ == "BertForTokenClassification" and tagger.model.num_labels == 3
 
 
 def test_minilm_loads_every_encoder_weight():
-    loaded = load_classifier("minilm", task="classification", labels=LabelVocab(("fresh", "rotten")))
+    loaded = load_classifier("minilm", task="classify", labels=LabelVocab(("fresh", "rotten")))
     assert loaded.notes[0].startswith("minilm: encoder loaded into BertForSequenceClassification")
     assert "minilm: new, randomly initialised: classifier.bias, classifier.weight" in loaded.notes
 
@@ -37,9 +37,9 @@ def test_a_checkpoint_without_encoder_weights_is_refused(tiny_mlm_folder, tmp_pa
     weights = load_file(broken / "model.safetensors")
     save_file({k: v for k, v in weights.items() if ".layer.0.attention." not in k}, broken / "model.safetensors")
     with pytest.raises(ValueError, match="lacks encoder weights.*layer.0.attention"):
-        load_classifier(broken, task="classification", labels=LabelVocab(("a", "b")))
-    with pytest.raises(ValueError, match="neither a checkpoint folder"):
-        load_classifier(tmp_path / "nothing", task="classification", labels=LabelVocab(("a", "b")))
+        load_classifier(broken, task="classify", labels=LabelVocab(("a", "b")))
+    with pytest.raises(ValueError, match="neither a folder nor the name minilm"):
+        load_classifier(tmp_path / "nothing", task="classify", labels=LabelVocab(("a", "b")))
 
 
 class FixedLogits(torch.nn.Module):
@@ -63,7 +63,7 @@ def test_classification_loss_and_scores_by_hand():
     model = FixedLogits(3, per_token=False)
     right, wrong = -math.log(math.e**2 / (math.e**2 + 2)), -math.log(1 / (math.e**2 + 2))
     assert classifier_loss_sum(model, batch).item() == pytest.approx(2 * right + wrong, rel=1e-6)
-    evaluation = evaluate_classifier(model, [batch], task="classification", labels=LabelVocab(("a", "b", "c")))
+    evaluation = evaluate_classifier(model, [batch], task="classify", labels=LabelVocab(("a", "b", "c")))
     assert evaluation.loss == pytest.approx((2 * right + wrong) / 3, rel=1e-6)
     assert evaluation.scores.confusion.tolist() == [[1, 0, 0], [0, 1, 0], [0, 1, 0]]
     assert evaluation.metrics()["accuracy"] == pytest.approx(2 / 3)
@@ -78,7 +78,7 @@ def test_token_scores_read_only_labelled_positions_and_score_spans():
     batch = {"input_ids": ids, "attention_mask": (ids > 0).long(), "labels": labels}
     # row 0: gold B-X I-X, predicted (1, 2) B-X I-X: one right span; row 1: gold B-X I-X, predicted I-X I-X: the
     # same span (an I- start opens a span), so 2 of 2 spans right; tokens: 3 of 4 right
-    evaluation = evaluate_classifier(FixedLogits(3, per_token=True), [batch], task="token_labelling", labels=LabelVocab(("O", "B-X", "I-X")))
+    evaluation = evaluate_classifier(FixedLogits(3, per_token=True), [batch], task="tokens", labels=LabelVocab(("O", "B-X", "I-X")))
     assert evaluation.metrics()["accuracy"] == 0.75
     assert evaluation.spans.f1 == 1.0 and evaluation.spans.gold_spans == 2
     assert evaluation.scores.confusion.tolist() == [[0, 0, 0], [0, 1, 1], [0, 0, 2]]

@@ -1,6 +1,7 @@
 """Presets of every family build, train with the sparse head and round-trip; MiniLM loads whole."""
 
 import importlib.metadata
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,8 @@ from tokenmask.train.models import (
     load_model_with_notes,
     paired_tokenizer,
     position_limit,
+    resolve_checkpoint,
+    saved_tokenizer,
 )
 
 V = 300
@@ -194,3 +197,22 @@ def test_a_model_is_paired_with_its_own_tokenizer(tmp_path, bert_tokenizer, trai
     BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                intermediate_size=64)).save_pretrained(bare)  # fmt: skip
     assert len(paired_tokenizer(bare, "roberta-gpt2")) == 50262 and len(paired_tokenizer(bare, None)) == 30522
+
+
+def test_resolve_checkpoint_tells_the_name_minilm_from_a_folder(tmp_path, monkeypatch, bert_tokenizer):
+    assert resolve_checkpoint("minilm") == minilm_dir()
+    run = tmp_path / "run"
+    BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64)).save_pretrained(run / "model")  # fmt: skip
+    assert resolve_checkpoint(run / "model") == run / "model" and resolve_checkpoint(str(run / "model")) == run / "model"
+    with pytest.raises(ValueError, match=r"no config.json, not a Hugging Face model folder \(did you mean .*run/model\?\)"):
+        resolve_checkpoint(run)
+    with pytest.raises(ValueError, match="model 'bert-huge' is neither a folder nor the name minilm"):
+        resolve_checkpoint("bert-huge")
+    monkeypatch.chdir(run)
+    (run / "model").rename(run / "minilm")  # a folder named minilm wins over the name
+    assert resolve_checkpoint("minilm") == Path("minilm")
+    with pytest.raises(ValueError, match="no tokenizer files"):
+        saved_tokenizer(Path("minilm"))
+    bert_tokenizer.save_pretrained(run / "minilm")
+    assert saved_tokenizer(resolve_checkpoint("minilm")).get_vocab() == bert_tokenizer.get_vocab()

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, RobertaConfig, RobertaForMaskedLM
 
-from tokenmask.use.evaluate import pseudo_perplexity
+from tokenmask.use.evaluate import evaluating, pseudo_perplexity
 
 
 def spread_out(model):
@@ -86,3 +86,14 @@ def test_nothing_to_score_is_an_error(bert_tokenizer):
         pseudo_perplexity(model, [], bert_tokenizer)
     with pytest.raises(ValueError, match="must be >= 1"):
         pseudo_perplexity(model, [{"input_ids": [5, 6]}], bert_tokenizer, max_tokens=0)
+
+
+def test_evaluating_restores_the_models_mode_even_after_an_error():
+    model = torch.nn.Dropout(0.5)
+    with evaluating(model):
+        assert not model.training
+    assert model.training
+    model.eval()
+    with pytest.raises(RuntimeError), evaluating(model.train()):
+        raise RuntimeError("a failed evaluation")
+    assert model.training

@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TypedDict
 
 from transformers import PreTrainedTokenizerBase
+
+from tokenmask.blocks.pack import batched
+
+
+class _Tokens(TypedDict):
+    input_ids: list[int]
+    """Token ids, special tokens included."""
+    id: int
+    """A stable example id: its masks are keyed on it."""
+
+
+class EncodedExample(_Tokens, total=False):
+    """A text encoded for a collator: ``input_ids`` and ``id`` always, ``word_ids`` from a fast tokenizer."""
+
+    word_ids: list[int]
+    """Word index per token, -1 on special tokens."""
 
 
 def encode_texts(
@@ -14,7 +30,7 @@ def encode_texts(
     *,
     max_length: int | None = None,
     first_id: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[EncodedExample]:
     """Encode texts into collator examples: ``input_ids``, ``word_ids`` (-1 on special tokens)
     and ``id`` (``first_id``, ``first_id + 1``, … so masks are stable).
 
@@ -29,7 +45,7 @@ def encode_texts(
     )
     examples = []
     for row, ids in enumerate(encoding["input_ids"]):
-        example: dict[str, Any] = {"input_ids": ids, "id": first_id + row}
+        example: EncodedExample = {"input_ids": ids, "id": first_id + row}
         if getattr(tokenizer, "is_fast", False):
             example["word_ids"] = [-1 if w is None else w for w in encoding.word_ids(row)]
         examples.append(example)
@@ -42,15 +58,9 @@ def encode_lazily(
     *,
     max_length: int | None = None,
     batch_size: int = 256,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[EncodedExample]:
     """:func:`encode_texts` over a stream, ``batch_size`` texts at a time; ids count from 0."""
-    chunk: list[str] = []
     first_id = 0
-    for text in texts:
-        chunk.append(text)
-        if len(chunk) == batch_size:
-            yield from encode_texts(chunk, tokenizer, max_length=max_length, first_id=first_id)
-            first_id += len(chunk)
-            chunk = []
-    if chunk:
+    for chunk in batched(texts, batch_size):
         yield from encode_texts(chunk, tokenizer, max_length=max_length, first_id=first_id)
+        first_id += len(chunk)

@@ -11,10 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
+
+
+class Block(TypedDict):
+    """A packed pre-training block, as the collators and the block store take it."""
+
+    input_ids: list[int]
+    """Exactly ``block_length`` token ids (the last block of a corpus may be shorter)."""
+    word_ids: list[int]
+    """Word index per token, from 0 in each block; -1 on frame (start and separator) tokens."""
+    id: int
+    """The block's number (0, 1, …): its masks are keyed on it."""
 
 
 def frame_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int | None, int | None]:
@@ -84,7 +95,7 @@ class BlockPacker:
         self._ids: list[int] = [] if self.start is None else [self.start]
         self._words: list[int] = [] if self.start is None else [-1]
 
-    def add(self, ids: list[int], word_ids: list[int | None]) -> list[dict[str, Any]]:
+    def add(self, ids: list[int], word_ids: list[int | None]) -> list[Block]:
         """Append one document; return the blocks it completed (often none)."""
         if not ids:
             self.counts.tokenless_documents += 1
@@ -106,15 +117,15 @@ class BlockPacker:
                 done.append(self._close())
         return done
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> list[Block]:
         """The last block, if it holds more than its start token; the packer is then empty."""
         if len(self._ids) > (self.start is not None):
             return [self._close()]
         return []
 
-    def _close(self) -> dict[str, Any]:
+    def _close(self) -> Block:
         base = next((w for w in self._words if w >= 0), 0)
-        block = {
+        block: Block = {
             "input_ids": self._ids,
             "word_ids": [w - base if w >= 0 else -1 for w in self._words],
             "id": self.counts.blocks,
@@ -132,8 +143,8 @@ def pack_texts(
     *,
     block_length: int,
     batch_size: int = 256,
-) -> Iterator[dict[str, Any]]:
-    """Yield blocks ``{"input_ids", "word_ids", "id"}`` of exactly ``block_length`` tokens.
+) -> Iterator[Block]:
+    """Yield blocks ``{"input_ids", "word_ids", "id"}`` (:class:`Block`) of exactly ``block_length`` tokens.
 
     Texts are encoded ``batch_size`` at a time. The last, partial block is yielded too
     (shorter). Ids count blocks from 0.
@@ -150,7 +161,11 @@ def pack_texts(
 
 
 def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Lists of ``size`` items (the last may be shorter): ``batched(range(5), 2) -> [0, 1], [2, 3], [4]``."""
+    """Lists of ``size`` items (the last may be shorter): ``batched(range(5), 2) -> [0, 1], [2, 3], [4]``.
+
+    The project's one batching helper, for any iterable (streams included): Python 3.12's
+    ``itertools.batched`` gives tuples and is not in 3.10.
+    """
     chunk: list[Any] = []
     for item in items:
         chunk.append(item)

@@ -14,34 +14,15 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.collate.pad import (
-    CONSUMED_KEYS,
-    Feature,
-    column,
-    left_pad,
-    pad_examples,
-    pad_rows,
-    row_lengths,
-    spans_to_array,
-)
-from tokenmask.text.token_tables import cached_tables, tables_from_tokenizer, word_ids_from_decoder
-from tokenmask.masking import (
-    IGNORE_INDEX,
-    CorruptionConfig,
-    SelectionConfig,
-    UnitConfig,
-    mask_tokens,
-)
+from tokenmask.collate.masked import checked_epoch, mask_examples, on_tokenizer_side, pad_for
+from tokenmask.collate.pad import CONSUMED_KEYS, Feature, column, pad_rows, row_lengths
+from tokenmask.masking import IGNORE_INDEX
+from tokenmask.masking.config import CorruptionConfig, MaskingConfig, SelectionConfig, UnitConfig
+from tokenmask.text.token_tables import cached_tables, tables_from_tokenizer
 
+_CONSUMED = CONSUMED_KEYS | {"labels", "protected_spans"}
 
-def _spans_to_mask(spans: np.ndarray, width: int) -> np.ndarray:
-    """``(B, T)`` int64, 1 inside the ``(B, S, 2)`` ``[start, end)`` spans (-1 padded)."""
-    marks = np.zeros((spans.shape[0], width + 1), dtype=np.int64)
-    valid = spans[..., 0] >= 0
-    rows = np.broadcast_to(np.arange(spans.shape[0])[:, None], valid.shape)[valid]
-    np.add.at(marks, (rows, spans[..., 0][valid]), 1)
-    np.add.at(marks, (rows, spans[..., 1][valid]), -1)
-    return (np.cumsum(marks, axis=1)[:, :width] > 0).astype(np.int64)
+Granularity = Literal["word", "token"]
 
 
 class MaskingAugmenter:
@@ -85,15 +66,15 @@ class MaskingAugmenter:
     ) -> None:
         if strategy not in ("token", "whole_word"):
             raise ValueError(f"augmentation strategy must be 'token' or 'whole_word'; got {strategy!r}")
-        self.unit_config = UnitConfig(strategy=strategy)
-        self.min_masks_per_sequence = min_masks_per_sequence
-        self.set_rate(rate)
-        self.corruption = CorruptionConfig(
-            mask_replace_prob=mask_replace_prob, random_replace_prob=random_replace_prob
+        # every setting but the rate, which may be 0 (no masking) and changes (set_rate)
+        self._any_rate = MaskingConfig(
+            units=UnitConfig(strategy=strategy),
+            selection=SelectionConfig(min_masks_per_sequence=min_masks_per_sequence),
+            corruption=CorruptionConfig(mask_replace_prob=mask_replace_prob, random_replace_prob=random_replace_prob),
         )
+        self.set_rate(rate)
         self.tokenizer = tokenizer
         self.vocab = tables_from_tokenizer(tokenizer, protected_ids=protected_ids)
-        self.pad_token_id = tokenizer.pad_token_id
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.epoch = 0
@@ -111,68 +92,58 @@ class MaskingAugmenter:
     def set_rate(self, rate: float) -> None:
         """Mask a share ``rate`` of the eligible tokens from now on; 0 turns augmentation off.
 
+        ``masking`` is then the masking settings at that rate, or None at rate 0.
+
         Raises:
             ValueError: a rate outside [0, 1].
         """
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"rate must be in [0, 1]; got {rate}")
         self.rate = float(rate)
-        self.selection = (
-            SelectionConfig(mlm_probability=rate, min_masks_per_sequence=self.min_masks_per_sequence)
-            if rate > 0
-            else None
-        )
+        self.masking = self._any_rate.at_rate(self.rate) if rate > 0 else None
 
     def set_epoch(self, epoch: int) -> None:
-        """New masks for ``epoch``."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0; got {epoch}")
-        self.epoch = int(epoch)
+        """New masks for ``epoch`` in :meth:`__call__`."""
+        self.epoch = checked_epoch(epoch)
 
     def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
-        batch = pad_examples(
-            features,
-            pad_token_id=self.pad_token_id,
-            pad_to_multiple_of=self.pad_to_multiple_of,
-            consumed=CONSUMED_KEYS | {"labels", "protected_spans"},
-            sequence_fills={"token_type_ids": int(getattr(self.tokenizer, "pad_token_type_id", 0))},
-            with_word_ids=self.unit_config.needs_words,
-        )
-        width = batch.input_ids.shape[1]
-        input_ids = torch.from_numpy(batch.input_ids)
-        if self.training and self.selection is not None:
-            spans = column(features, "protected_spans")
-            protected = None if spans is None else _spans_to_mask(spans_to_array(spans, batch.lengths, "protected span"), width)
-            special = batch.special_tokens_mask
-            if protected is not None:
-                special = protected if special is None else (special | protected)
-            word_ids = batch.word_ids
-            if self.unit_config.needs_words and word_ids is None:
-                word_ids = word_ids_from_decoder(self.tokenizer, batch.input_ids, batch.attention_mask)
-            input_ids = mask_tokens(
-                input_ids,
+        """:meth:`collate` with the epoch of the last :meth:`set_epoch` (0 before any)."""
+        return self.collate(features, epoch=self.epoch)
+
+    def collate(self, features: Sequence[Feature], *, epoch: int) -> dict[str, Any]:
+        """The batch of ``features``, masked as in ``epoch`` when training; the augmenter is not changed.
+
+        Returns:
+            ``input_ids`` and ``attention_mask`` ``(B, T)`` tensors, ``labels`` as given
+            (:func:`collate_labels`) and the examples' other keys.
+        """
+        if self.training and self.masking is not None:
+            batch, masked = mask_examples(
+                features,
+                self.tokenizer,
+                self.masking,
                 vocab=self.vocab,
-                example_ids=torch.from_numpy(batch.example_ids),
                 seed=self.seed,
-                epoch=self.epoch,
-                unit_config=self.unit_config,
-                selection=self.selection,
-                corruption=self.corruption,
-                attention_mask=torch.from_numpy(batch.attention_mask),
-                special_tokens_mask=None if special is None else torch.from_numpy(special),
-                word_ids=None if word_ids is None else torch.from_numpy(word_ids),
-            ).input_ids
-        out = {
-            **batch.extras,
-            "input_ids": input_ids,
-            "attention_mask": torch.from_numpy(batch.attention_mask),
-        }
+                epoch=epoch,
+                pad_to_multiple_of=self.pad_to_multiple_of,
+                consumed=_CONSUMED,
+                protect_spans=True,
+            )
+            input_ids = masked.input_ids
+        else:
+            batch = pad_for(
+                features,
+                self.tokenizer,
+                pad_to_multiple_of=self.pad_to_multiple_of,
+                consumed=_CONSUMED,
+                with_word_ids=self._any_rate.units.needs_words,  # word ids checked as when masking
+            )
+            input_ids = torch.from_numpy(batch.input_ids)
+        out = {**batch.extras, "input_ids": input_ids, "attention_mask": torch.from_numpy(batch.attention_mask)}
         labels = column(features, "labels")
         if labels is not None:
-            out["labels"] = collate_labels(labels, batch.lengths, width)
-        if getattr(self.tokenizer, "padding_side", "right") == "left":
-            out = left_pad(out, batch.lengths, {"input_ids": self.pad_token_id or 0, "labels": IGNORE_INDEX})
-        return out
+            out["labels"] = collate_labels(labels, batch.lengths, batch.input_ids.shape[1])
+        return on_tokenizer_side(out, batch.lengths, self.tokenizer)
 
 
 def collate_labels(labels: list[Any], lengths: np.ndarray, width: int) -> Any:
@@ -204,27 +175,29 @@ def augment_text(
     rate: float = 0.1,
     seed: int = 0,
     *,
-    unit: Literal["word", "token"] = "word",
+    granularity: Granularity = "word",
     example_id: int | None = None,
 ) -> str:
     """Text-level augmentation: replace a share ``rate`` of the words (or tokens) by the mask token.
 
     Works on character offsets of a fast tokenizer, so the rest of the text is kept byte for
-    byte; each selected word becomes a single mask token. Deterministic: the same text, seed
-    and id give the same output (the id defaults to a hash of the tokens).
+    byte; each selected word (``granularity="word"``) or token (``"token"``) becomes a single
+    mask token. Deterministic: the same text, seed and id give the same output (the id
+    defaults to a hash of the tokens).
 
     ``augment_text("the quick brown fox", tok, rate=0.5, seed=1)`` might give
     ``"the [MASK] brown [MASK]"``.
 
     Raises:
-        ValueError: a slow tokenizer (offsets are needed), a rate outside [0, 1], no mask token.
+        ValueError: a slow tokenizer (offsets are needed), a rate outside [0, 1], a granularity
+            other than 'word' or 'token', no mask token.
     """
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"rate must be in [0, 1]; got {rate}")
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("augment_text needs a fast tokenizer (character offsets)")
-    if unit not in ("word", "token"):
-        raise ValueError(f"unit must be 'word' or 'token'; got {unit!r}")
+    if granularity not in ("word", "token"):
+        raise ValueError(f"granularity must be 'word' or 'token'; got {granularity!r}")
     vocab = cached_tables(tokenizer)
     if rate == 0.0 or not text:
         return text
@@ -233,33 +206,37 @@ def augment_text(
     if not ids:
         return text
     word_ids = [-1 if w is None else w for w in encoding.word_ids()]
-    features = [{"input_ids": ids, "word_ids": word_ids}]
+    feature: dict[str, Any] = {"input_ids": ids, "word_ids": word_ids}
     if example_id is not None:
-        features[0]["id"] = example_id
-    batch = pad_examples(features, pad_token_id=0)
-    masked = mask_tokens(
-        torch.from_numpy(batch.input_ids),
-        vocab=vocab,
-        example_ids=torch.from_numpy(batch.example_ids),
-        seed=seed,
-        unit_config=UnitConfig(strategy="whole_word" if unit == "word" else "token"),
+        feature["id"] = example_id
+    masking = MaskingConfig(
+        units=UnitConfig(strategy="whole_word" if granularity == "word" else "token"),
         selection=SelectionConfig(mlm_probability=rate, min_masks_per_sequence=0),
         corruption=CorruptionConfig(mask_replace_prob=1.0, random_replace_prob=0.0),
-        word_ids=torch.from_numpy(batch.word_ids),
     )
+    _, masked = mask_examples([feature], tokenizer, masking, vocab=vocab, seed=seed, epoch=0)
     targets = (masked.labels[0] != IGNORE_INDEX).tolist()
-    offsets = encoding["offset_mapping"]
-    key = word_ids if unit == "word" else list(range(len(ids)))
+    groups = word_ids if granularity == "word" else list(range(len(ids)))
+    return _replace_targets(text, encoding["offset_mapping"], targets, groups, tokenizer.mask_token)
+
+
+def _replace_targets(
+    text: str, offsets: list[tuple[int, int]], targets: list[bool], groups: list[int], mask_token: str
+) -> str:
+    """``text`` with one ``mask_token`` in place of each run of target tokens of one group (a word).
+
+    ``"the quick fox"``, targets at the tokens of "quick" (one group) -> ``"the [MASK] fox"``.
+    """
     pieces, cursor, previous = [], 0, None
     for position, selected in enumerate(targets):
         if not selected:
             continue
         start, end = offsets[position]
-        if key[position] == previous and previous is not None:
+        if groups[position] == previous and previous is not None:
             cursor = max(cursor, end)  # another piece of a word already replaced
             continue
         pieces.append(text[cursor:start])
-        pieces.append(tokenizer.mask_token)
-        cursor, previous = end, key[position]
+        pieces.append(mask_token)
+        cursor, previous = end, groups[position]
     pieces.append(text[cursor:])
     return "".join(pieces)

@@ -1,38 +1,30 @@
 """``MaskingCollator``: a drop-in MLM collator for the Hugging Face ``Trainer`` and ``DataLoader``.
 
-Thin glue: pad the examples (:mod:`.batch`), build word ids if the strategy needs them and the
-examples lack them, run :func:`tokenmask.masking.mask_tokens`, return tensors.
+Thin glue: :func:`~tokenmask.collate.masked.mask_examples` pads and masks the examples; the
+collator keeps the settings and the epoch, and returns tensors with MLM labels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.collate.pad import (
-    CONSUMED_KEYS,
-    Feature,
-    PaddedBatch,
-    column,
-    left_pad,
-    pad_examples,
-    spans_to_array,
-)
-from tokenmask.text.token_tables import tables_from_tokenizer, word_ids_from_decoder
-from tokenmask.masking import (
-    IGNORE_INDEX,
+from tokenmask.collate.masked import checked_epoch, mask_examples, on_tokenizer_side
+from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch
+from tokenmask.masking import MaskedBatch
+from tokenmask.masking.config import (
     CorruptionConfig,
-    MaskedBatch,
+    MaskingConfig,
     SelectionConfig,
+    SelectionMode,
+    Strategy,
     UnitConfig,
-    mask_tokens,
 )
-from tokenmask.masking.config import MaskingConfig, SelectionMode, Strategy
+from tokenmask.text.token_tables import tables_from_tokenizer
 
 
 class MaskingCollator:
@@ -46,12 +38,17 @@ class MaskingCollator:
     elsewhere); other keys pass through (see :func:`tokenmask.collate.pad.collate_extras`).
 
     Determinism: the mask of an example is a pure function of ``(seed, epoch, example id,
-    tokens)``. Without an ``id`` key the id is a hash of the example's tokens. Call
+    tokens)``. Without an ``id`` key the id is a hash of the example's tokens.
+    :meth:`collate` takes the epoch as an argument; calling the collator uses the epoch of the
+    last :meth:`set_epoch`, as Hugging Face's ``Trainer`` and ``DataLoader`` need. Call
     :meth:`set_epoch` each epoch for dynamic masking (RoBERTa); for static masking with a dupe
     factor ``k`` call ``set_epoch(epoch % k)``. With DataLoader workers, call ``set_epoch``
     before creating the epoch's iterator (not with ``persistent_workers=True``). With the
     Hugging Face ``Trainer``, add :class:`tokenmask.collate.callback.MaskingCallback`, which calls
     it, and set ``remove_unused_columns=False`` so that ``id`` and ``word_ids`` reach the collator.
+
+    The keyword arguments below build the :class:`~tokenmask.masking.MaskingConfig` kept as
+    ``collator.masking``; :meth:`from_config` takes one directly.
 
     Args:
         tokenizer: a Hugging Face tokenizer with a mask token (fast tokenizer needed for
@@ -111,140 +108,149 @@ class MaskingCollator:
         whole_word_mask: bool = False,
         return_tensors: str = "pt",
     ) -> None:
-        if not mlm:
-            raise ValueError(
-                "MaskingCollator is for masked-language modelling (mlm=True); for causal-LM "
-                "labels use transformers' DataCollatorForLanguageModeling(mlm=False)"
-            )
-        if return_tensors != "pt":
-            raise ValueError(f"return_tensors must be 'pt' (PyTorch tensors); got {return_tensors!r}")
-        if whole_word_mask:
-            if strategy not in ("token", "whole_word"):
-                raise ValueError(f"whole_word_mask=True conflicts with strategy={strategy!r}")
-            strategy = "whole_word"
+        strategy = _hugging_face_strategy(strategy, mlm=mlm, whole_word_mask=whole_word_mask, return_tensors=return_tensors)
+        masking = MaskingConfig(
+            units=UnitConfig(
+                strategy=strategy,
+                span_geometric_p=span_geometric_p,
+                span_max_words=span_max_words,
+                ngram_max_n=ngram_max_n,
+            ),
+            selection=SelectionConfig(
+                mlm_probability=mlm_probability,
+                mode=selection,
+                min_masks_per_sequence=min_masks_per_sequence,
+                max_predictions=max_predictions,
+            ),
+            corruption=CorruptionConfig(
+                mask_replace_prob=mask_replace_prob,
+                random_replace_prob=random_replace_prob,
+                per_unit=corrupt_per_unit,
+            ),
+        )
+        self._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts)
+
+    @classmethod
+    def from_config(
+        cls,
+        tokenizer: PreTrainedTokenizerBase,
+        masking: MaskingConfig,
+        *,
+        seed: int = 0,
+        pad_to_multiple_of: int | None = None,
+        protected_ids: Iterable[int] = (),
+        replace_counts: np.ndarray | None = None,
+    ) -> MaskingCollator:
+        """A collator with the settings of a typed :class:`~tokenmask.masking.MaskingConfig`.
+
+        Gives exactly the masks of the keyword constructor with the same settings.
+
+        Example::
+
+            masking = MaskingConfig(units=UnitConfig(strategy="span"))
+            collator = MaskingCollator.from_config(tokenizer, masking, seed=0)
+
+        Raises:
+            ValueError: ``pad_to_multiple_of`` below 1, or a tokenizer without a mask token.
+        """
+        collator = cls.__new__(cls)
+        collator._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts)
+        return collator
+
+    def _setup(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        masking: MaskingConfig,
+        seed: int,
+        pad_to_multiple_of: int | None,
+        protected_ids: Iterable[int],
+        replace_counts: np.ndarray | None,
+    ) -> None:
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
             raise ValueError(f"pad_to_multiple_of must be >= 1 or None; got {pad_to_multiple_of}")
-        self.unit_config = UnitConfig(
-            strategy=strategy,
-            span_geometric_p=span_geometric_p,
-            span_max_words=span_max_words,
-            ngram_max_n=ngram_max_n,
-        )
-        self.selection = SelectionConfig(
-            mlm_probability=mlm_probability,
-            mode=selection,
-            min_masks_per_sequence=min_masks_per_sequence,
-            max_predictions=max_predictions,
-        )
-        self.corruption = CorruptionConfig(
-            mask_replace_prob=mask_replace_prob,
-            random_replace_prob=random_replace_prob,
-            per_unit=corrupt_per_unit,
-        )
+        self.masking = masking
         self.tokenizer = tokenizer
-        self.vocab = tables_from_tokenizer(
-            tokenizer, protected_ids=protected_ids, replace_counts=replace_counts
-        )
-        self.pad_token_id = tokenizer.pad_token_id
+        self.vocab = tables_from_tokenizer(tokenizer, protected_ids=protected_ids, replace_counts=replace_counts)
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.epoch = 0
 
-    @classmethod
-    def from_config(
-        cls, tokenizer: PreTrainedTokenizerBase, masking: MaskingConfig, *, seed: int = 0, **options: Any
-    ) -> MaskingCollator:
-        """The collator of a typed :class:`~tokenmask.masking.config.MaskingConfig` (``options``: the other keywords)."""
-        units, selection, corruption = masking.units, masking.selection, masking.corruption
-        return cls(
-            tokenizer, seed=seed, strategy=units.strategy, span_geometric_p=units.span_geometric_p,
-            span_max_words=units.span_max_words, ngram_max_n=units.ngram_max_n,
-            mlm_probability=selection.mlm_probability, selection=selection.mode,
-            min_masks_per_sequence=selection.min_masks_per_sequence, max_predictions=selection.max_predictions,
-            mask_replace_prob=corruption.mask_replace_prob, random_replace_prob=corruption.random_replace_prob,
-            corrupt_per_unit=corruption.per_unit, **options,
-        )  # fmt: skip
-
-    @property
-    def masking(self) -> MaskingConfig:
-        return MaskingConfig(self.unit_config, self.selection, self.corruption)
-
     def set_epoch(self, epoch: int) -> None:
-        """Use the masks of ``epoch`` from now on (dynamic masking)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0; got {epoch}")
-        self.epoch = int(epoch)
+        """Use the masks of ``epoch`` in :meth:`__call__` from now on (dynamic masking)."""
+        self.epoch = checked_epoch(epoch)
 
     def set_mlm_probability(self, mlm_probability: float) -> None:
         """Select this share of tokens from now on (a masking-rate schedule, e.g. 0.3 -> 0.15).
 
         Masks stay a pure function of (seed, epoch, example id, tokens) and the rate.
         """
-        self.selection = replace(self.selection, mlm_probability=float(mlm_probability))
+        self.masking = self.masking.at_rate(float(mlm_probability))
 
     def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
-        batch, masked = self.mask(features)
+        """:meth:`collate` with the epoch of the last :meth:`set_epoch` (0 before any)."""
+        return self.collate(features, epoch=self.epoch)
+
+    def collate(self, features: Sequence[Feature], *, epoch: int) -> dict[str, Any]:
+        """The batch of ``features`` with the masks of ``epoch``; the collator is not changed.
+
+        Returns:
+            ``input_ids``, ``attention_mask`` and ``labels`` ``(B, T)`` tensors, and the
+            examples' other keys (see :func:`tokenmask.collate.pad.collate_extras`).
+        """
+        batch, masked = self.mask(features, epoch=epoch)
         out = {
             **batch.extras,
             "input_ids": masked.input_ids,
             "attention_mask": torch.from_numpy(batch.attention_mask),
             "labels": masked.labels,
         }
-        if getattr(self.tokenizer, "padding_side", "right") == "left":
-            out = left_pad(out, batch.lengths, {"input_ids": self.pad_token_id or 0, "labels": IGNORE_INDEX})
-        return out
+        return on_tokenizer_side(out, batch.lengths, self.tokenizer)
 
-    def word_ids(self, batch: PaddedBatch) -> np.ndarray | None:
-        """The word ids masking uses: the examples' own, else (for word strategies) the decoder's."""
-        if batch.word_ids is None and self.unit_config.needs_words:
-            return word_ids_from_decoder(self.tokenizer, batch.input_ids, batch.attention_mask)
-        return batch.word_ids
-
-    def mask(self, features: Sequence[Feature]) -> tuple[PaddedBatch, MaskedBatch]:
+    def mask(self, features: Sequence[Feature], *, epoch: int | None = None) -> tuple[PaddedBatch, MaskedBatch]:
         """Pad and mask; returns the padded batch and the :class:`MaskedBatch` (right-padded).
 
-        Useful to inspect outcomes (mask / random / keep) next to the originals.
+        Useful to inspect outcomes (mask / random / keep) and units next to the originals.
+        ``epoch`` defaults to the collator's (:meth:`set_epoch`).
         """
         if any("labels" in f for f in features):
             raise ValueError(
                 "examples already carry 'labels': MaskingCollator writes MLM labels and would "
                 "overwrite them; drop the column, or use MaskingAugmenter to keep task labels"
             )
-        batch = pad_examples(
+        batch, masked = mask_examples(
             features,
-            pad_token_id=self.pad_token_id,
+            self.tokenizer,
+            self.masking,
+            vocab=self.vocab,
+            seed=self.seed,
+            epoch=self.epoch if epoch is None else epoch,
             pad_to_multiple_of=self.pad_to_multiple_of,
             consumed=CONSUMED_KEYS | {"given_spans"},
-            sequence_fills={"token_type_ids": int(getattr(self.tokenizer, "pad_token_type_id", 0))},
-            with_word_ids=self.unit_config.needs_words,
         )
-        word_ids = self.word_ids(batch)
-        given = None
-        if self.unit_config.strategy == "given":
-            spans = column(features, "given_spans")
-            if spans is None:
-                raise ValueError("strategy 'given' needs a 'given_spans' list of [start, end) in each example")
-            given = spans_to_array(spans, batch.lengths, "given span")
-        masked = mask_tokens(
-            torch.from_numpy(batch.input_ids),
-            vocab=self.vocab,
-            example_ids=torch.from_numpy(batch.example_ids),
-            seed=self.seed,
-            epoch=self.epoch,
-            unit_config=self.unit_config,
-            selection=self.selection,
-            corruption=self.corruption,
-            attention_mask=torch.from_numpy(batch.attention_mask),
-            special_tokens_mask=None
-            if batch.special_tokens_mask is None
-            else torch.from_numpy(batch.special_tokens_mask),
-            word_ids=None if word_ids is None else torch.from_numpy(word_ids),
-            given_spans=None if given is None else torch.from_numpy(given),
-        )
-        if self.selection.min_masks_per_sequence > 0 and masked.target_index.size == 0:
+        if self.masking.selection.min_masks_per_sequence > 0 and masked.target_index.size == 0:
             raise ValueError(
                 "no maskable token in the batch: every row holds only special tokens, padding "
-                "or protected ids" + (" (or no given span)" if given is not None else "")
+                "or protected ids" + (" (or no given span)" if self.masking.units.strategy == "given" else "")
             )
         return batch, masked
 
+
+def _hugging_face_strategy(strategy: Strategy, *, mlm: bool, whole_word_mask: bool, return_tensors: str) -> Strategy:
+    """The strategy, once Hugging Face's arguments are checked: ``whole_word_mask=True`` means 'whole_word'.
+
+    Raises:
+        ValueError: ``mlm=False``, tensors other than PyTorch's, or ``whole_word_mask`` with
+            another strategy than 'token' or 'whole_word'.
+    """
+    if not mlm:
+        raise ValueError(
+            "MaskingCollator is for masked-language modelling (mlm=True); for causal-LM "
+            "labels use transformers' DataCollatorForLanguageModeling(mlm=False)"
+        )
+    if return_tensors != "pt":
+        raise ValueError(f"return_tensors must be 'pt' (PyTorch tensors); got {return_tensors!r}")
+    if whole_word_mask:
+        if strategy not in ("token", "whole_word"):
+            raise ValueError(f"whole_word_mask=True conflicts with strategy={strategy!r}")
+        return "whole_word"
+    return strategy

@@ -17,6 +17,11 @@ import torch
 from tokenmask.masking import content_ids
 
 Feature = Mapping[str, Any]
+"""One example as the collators take it: ``input_ids`` and optional companions (see
+:class:`~tokenmask.collate.collator.MaskingCollator`) as lists, arrays or tensors, plus any keys
+of the user's that pass through. A :class:`~tokenmask.blocks.pack.Block`,
+:class:`~tokenmask.blocks.encode.EncodedExample` or
+:class:`~tokenmask.labelled.align.LabelledExample` is one; so is a ``datasets`` row."""
 
 
 def row_lengths(rows: Sequence[Any]) -> np.ndarray:

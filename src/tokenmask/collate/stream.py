@@ -15,10 +15,12 @@ import os
 import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from tokenmask.collate.pad import Feature
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,14 @@ class Shard:
         return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
 
 
+class EpochCollator(Protocol):
+    """Turns examples into a batch with the masks of an epoch given as an argument (e.g.
+    :class:`~tokenmask.collate.collator.MaskingCollator`): no state changes between epochs, so
+    a collator copied into DataLoader workers masks exactly as the original."""
+
+    def collate(self, features: Sequence[Feature], *, epoch: int) -> dict[str, Any]: ...
+
+
 def epoch_order(count: int, *, seed: int, epoch: int) -> torch.Tensor:
     """The examples' order in ``epoch``: a permutation of ``range(count)`` fixed by (seed, epoch)."""
     return torch.randperm(count, generator=torch.Generator().manual_seed(seed * 1000 + epoch))
@@ -60,8 +70,8 @@ class MicroBatches(IterableDataset):
 
     Args:
         examples: a sequence of examples (``len`` and ``x[i]``).
-        collator: turns a list of examples into a batch; needs ``set_epoch`` (masks of the
-            epoch, e.g. :class:`~tokenmask.collate.collator.MaskingCollator`).
+        collator: turns a list of examples into a batch with the masks of an epoch
+            (:class:`EpochCollator`); the stream passes the epoch and never changes the collator.
         batch_size: examples per micro-batch on each rank.
         seed: decides the order.
         dupe_factor: static masking: the collator gets ``epoch % dupe_factor``; None (dynamic)
@@ -75,8 +85,8 @@ class MicroBatches(IterableDataset):
 
     def __init__(
         self,
-        examples: Sequence[dict[str, Any]],
-        collator: Any,
+        examples: Sequence[Feature],
+        collator: EpochCollator,
         *,
         batch_size: int,
         seed: int,
@@ -111,8 +121,8 @@ class MicroBatches(IterableDataset):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         for epoch, chosen in self.indices(worker, workers):
-            self.collator.set_epoch(epoch % self.dupe_factor if self.dupe_factor else epoch)  # static / dynamic
-            yield self.collator([self.examples[i] for i in chosen])
+            masks_of = epoch % self.dupe_factor if self.dupe_factor else epoch  # static / dynamic masking
+            yield self.collator.collate([self.examples[i] for i in chosen], epoch=masks_of)
 
 
 def micro_batches(stream: MicroBatches, *, workers: int = 0) -> Iterator[dict[str, Any]]:

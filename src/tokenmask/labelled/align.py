@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from tokenmask.blocks.pack import batched
 from tokenmask.labelled.examples import (
     LabelledText,
     LabelVocab,
@@ -29,12 +30,27 @@ from tokenmask.masking.config import IGNORE_INDEX
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
-Task = Literal["classification", "token_labelling"]
+Task = Literal["classify", "tokens"]
+"""What is learnt: ``classify`` (one label per text) or ``tokens`` (one tag per word); the values of ``--task``."""
 DEFAULT_MAX_LENGTH = 128
 DEFAULT_VALIDATION_SHARE = 0.1
 """Share of the examples (or groups) held out when no validation data is given."""
 
 _BATCH = 1000  # examples tokenized per call
+
+
+class LabelledExample(TypedDict):
+    """An encoded fine-tuning example, as :class:`~tokenmask.collate.augment.MaskingAugmenter` takes it."""
+
+    input_ids: list[int]
+    """Token ids, special tokens included."""
+    word_ids: list[int]
+    """Word index per token, -1 on special tokens."""
+    labels: int | list[int]
+    """Task ``classify``: the class id; ``tokens``: one id per token, on the first piece of
+    each word, ``IGNORE_INDEX`` elsewhere (:func:`align_labels`)."""
+    id: int
+    """A stable example id, unique across training and validation."""
 
 
 def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:
@@ -55,14 +71,9 @@ def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> 
 
 @dataclass(frozen=True)
 class EncodedSide:
-    """Encoded examples of one side and what encoding cost them.
+    """Encoded examples of one side (:class:`LabelledExample`) and what encoding cost them."""
 
-    Each example is ``{"input_ids": list[int], "word_ids": list[int], "labels": int |
-    list[int], "id": int}``; ``word_ids`` are -1 on special tokens; per-token ``labels`` are as
-    long as ``input_ids``.
-    """
-
-    examples: list[dict[str, Any]]
+    examples: list[LabelledExample]
     truncated: int
     """Examples cut at ``max_length`` tokens (their end is lost, never silently)."""
     lost_words: int = 0
@@ -91,7 +102,7 @@ def encode_texts_with_labels(
     """
     label_ids = labels.ids((e.label for e in examples), side=side)
     rows, words, truncated = _tokenize(tokenizer, [e.text for e in examples], max_length, split_into_words=False)
-    encoded = [
+    encoded: list[LabelledExample] = [
         {"input_ids": ids, "word_ids": word_ids, "labels": label, "id": first_id + i}
         for i, (ids, word_ids, label) in enumerate(zip(rows, words, label_ids))
     ]
@@ -119,7 +130,7 @@ def encode_tagged_sentences(
     """
     tag_ids = [labels.ids(e.tags, side=side) for e in examples]
     rows, words, truncated = _tokenize(tokenizer, [list(e.words) for e in examples], max_length, split_into_words=True)
-    encoded = []
+    encoded: list[LabelledExample] = []
     lost = 0
     for i, (ids, word_ids, tags) in enumerate(zip(rows, words, tag_ids)):
         lost += len(tags) - len({w for w in word_ids if w >= 0})
@@ -141,8 +152,7 @@ def _tokenize(
     rows: list[list[int]] = []
     words: list[list[int]] = []
     truncated = 0
-    for start in range(0, len(inputs), _BATCH):
-        chunk = inputs[start : start + _BATCH]
+    for chunk in batched(inputs, _BATCH):
         encoding = tokenizer(chunk, is_split_into_words=split_into_words, add_special_tokens=True)
         ids = encoding["input_ids"]
         word_ids = [encoding.word_ids(i) for i in range(len(chunk))]
@@ -167,14 +177,14 @@ def _tokenize(
 class FinetuneData:
     """Encoded training and validation examples of one task, their labels and what was kept.
 
-    ``train`` / ``validation`` rows are ``{"input_ids", "word_ids", "labels", "id"}`` (see
-    :class:`EncodedSide`); validation ids start after the training ones, so ids are unique.
+    ``train`` / ``validation`` rows are :class:`LabelledExample`; validation ids start after
+    the training ones, so ids are unique.
     """
 
     task: Task
     labels: LabelVocab
-    train: list[dict[str, Any]]
-    validation: list[dict[str, Any]]
+    train: list[LabelledExample]
+    validation: list[LabelledExample]
     train_counts: SideCounts
     validation_counts: SideCounts
     max_length: int
@@ -188,13 +198,13 @@ class FinetuneData:
     def describe(self) -> str:
         """A few lines for the console: sizes, label balance, truncation."""
         lines = [
-            f"{self.task}: {len(self.labels)} labels ({', '.join(self.labels.labels[:10])}"
+            f"task {self.task}: {len(self.labels)} labels ({', '.join(self.labels.labels[:10])}"
             f"{', …' if len(self.labels) > 10 else ''})",
             f"  train:      {self.train_counts.describe()}",
             f"  validation: {self.validation_counts.describe()}",
             f"  truncated at {self.max_length} tokens: {self.truncated[0]:,} train, {self.truncated[1]:,} validation",
         ]
-        if self.task == "token_labelling":
+        if self.task == "tokens":
             train, validation = self.lost_words
             lines.append(f"  tagged words without a token: {train:,} train, {validation:,} validation")
         if self.repaired:
@@ -214,8 +224,8 @@ def prepare_finetune_data(
     """Split (unless ``validation`` is given), build the label vocabulary from the training
     side, encode both sides.
 
-    The task follows the examples' type: :class:`LabelledText` -> ``"classification"``,
-    :class:`TaggedSentence` -> ``"token_labelling"``.
+    The task follows the examples' type: :class:`LabelledText` -> ``"classify"``,
+    :class:`TaggedSentence` -> ``"tokens"``.
 
     Args:
         examples: the labelled examples (all of one type).
@@ -235,11 +245,11 @@ def prepare_finetune_data(
         train, held_out = split_examples(examples, validation_share=validation_share, by=split_by)
     else:
         if validation and _task_of(validation, "validation examples") != task:
-            raise ValueError(f"validation examples are not {task} examples like the training ones")
+            raise ValueError(f"validation examples are not for task {task!r} like the training ones")
         train, held_out = list(examples), list(validation)
     if not train:
         raise ValueError("no training example left after the split; lower validation_share")
-    if task == "classification":
+    if task == "classify":
         labels = class_vocab(e.label for e in train)
         encode = encode_texts_with_labels
     else:
@@ -264,7 +274,7 @@ def _task_of(examples: Sequence[Any], name: str) -> Task:
     if not examples:
         raise ValueError(f"no {name}: fine-tuning needs labelled examples")
     if all(isinstance(e, LabelledText) for e in examples):
-        return "classification"
+        return "classify"
     if all(isinstance(e, TaggedSentence) for e in examples):
-        return "token_labelling"
-    raise ValueError(f"{name} must all be LabelledText (classification) or all TaggedSentence (token labelling)")
+        return "tokens"
+    raise ValueError(f"{name} must all be LabelledText (task 'classify') or all TaggedSentence (task 'tokens')")

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from tokenmask.blocks.pack import batched
+
 DEFAULT_WINDOW = 50
 """Batches' worth of examples sorted together (Hugging Face's ``LengthGroupedSampler`` uses 50)."""
 
@@ -108,7 +110,7 @@ def _longest_first(indices: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _cut(order: np.ndarray, batch_size: int, drop_last: bool) -> list[list[int]]:
-    batches = [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+    batches = list(batched(order.tolist(), batch_size))
     if drop_last and batches and len(batches[-1]) < batch_size:
         batches.pop()
     return batches

@@ -7,7 +7,7 @@ depends only on each row's tokens, word ids, example id, the seed and the epoch.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -22,25 +22,43 @@ from tokenmask.masking.vocab import VocabTables
 
 @dataclass(frozen=True)
 class MaskedBatch:
-    """Output of :func:`mask_tokens`; all ``(B, T)``.
+    """Output of :func:`mask_tokens`; all ``(B, T)`` unless noted.
 
     Attributes:
         input_ids: corrupted inputs (int64).
         labels: original ids at targets, -100 elsewhere (int64).
         target_index: flat (row-major) positions of the targets, ``(N,)`` int64.
         target_outcome: their :class:`~tokenmask.masking.corrupt.Outcome` codes, ``(N,)`` int8.
+        eligible: positions that could become targets (bool): not protected, padding or
+            flagged special.
+        strategy_units: the unit map the strategy built (int64), or None for the token
+            strategy, whose selection needs none; read :attr:`units`, which covers both.
     """
 
     input_ids: torch.Tensor
     labels: torch.Tensor
     target_index: np.ndarray
     target_outcome: np.ndarray
+    eligible: np.ndarray
+    strategy_units: np.ndarray | None = field(default=None, repr=False)
 
     @functools.cached_property
     def outcome(self) -> torch.Tensor:
         """:class:`~tokenmask.masking.corrupt.Outcome` code per position, ``(B, T)`` int8."""
         shape = tuple(self.input_ids.shape)
         return torch.from_numpy(outcome_map(shape, self.target_index, self.target_outcome))
+
+    @functools.cached_property
+    def units(self) -> np.ndarray:
+        """The unit map selection worked on, ``(B, T)`` int64: the unit of each token, -1 where
+        never a target (see :mod:`tokenmask.masking.units`).
+
+        The token strategy's (each eligible token its own unit) is built here on first use, so
+        that masking by tokens, the common case, does not pay for it.
+        """
+        if self.strategy_units is None:
+            return units_lib.token_units(self.eligible)
+        return self.strategy_units
 
 
 def as_numpy(tensor: torch.Tensor | np.ndarray | None, dtype: type) -> np.ndarray | None:
@@ -144,41 +162,20 @@ def mask_tokens(
         given_spans: ``(B, S, 2)`` ``[start, end)`` spans for strategy 'given' (-1 padded).
 
     Returns:
-        :class:`MaskedBatch`: corrupted ``input_ids``, ``labels``, and the targets' outcomes.
+        :class:`MaskedBatch`: corrupted ``input_ids``, ``labels``, the targets' outcomes, the units.
 
     Example: ``mask_tokens(torch.tensor([[101, 7592, 2088, 102]]), vocab=tables,
     example_ids=torch.tensor([0]), seed=0)`` selects at least one of the two middle tokens
     (``min_masks_per_sequence=1``) and never 101 or 102 when they are protected.
     """
-    ids = as_numpy(input_ids, np.int64)
-    if ids is None or ids.ndim != 2:
-        raise ValueError(f"input_ids must be a (batch, length) tensor; got shape {tuple(input_ids.shape)}")
-    eligible = eligible_positions(
-        ids,
-        vocab,
-        attention_mask=as_numpy(attention_mask, bool),
-        special_tokens_mask=as_numpy(special_tokens_mask, bool),
-    )
-    keys = RowKeys.derive(as_numpy(example_ids, np.int64), seed=seed, epoch=epoch)
-    if len(keys) != ids.shape[0]:
-        raise ValueError(f"example_ids has {len(keys)} entries for {ids.shape[0]} rows")
-    if ids.shape[1] == 0:  # nothing to mask: empty outputs of the right shape
-        empty = np.zeros(0, dtype=np.int64)
-        return MaskedBatch(torch.from_numpy(ids.copy()), torch.from_numpy(ids.copy()), empty, empty.astype(np.int8))
+    ids, keys = _ids_and_keys(input_ids, example_ids, seed=seed, epoch=epoch)
+    attention, special = as_numpy(attention_mask, bool), as_numpy(special_tokens_mask, bool)
+    eligible = eligible_positions(ids, vocab, attention_mask=attention, special_tokens_mask=special)  # (B, T)
+    if ids.shape[1] == 0:
+        return _nothing_to_mask(ids, eligible)
     select_bits = keys.bits(Stream.SELECT, np.arange(ids.shape[1]))  # (B, T) uint64
     select_keys = low32(select_bits)
-    units = None
-    if unit_config.strategy == "token":
-        targets = select_tokens(eligible, select_keys, selection)
-    else:
-        units = build_units(
-            unit_config,
-            eligible,
-            keys,
-            word_ids=as_numpy(word_ids, np.int64),
-            given_spans=as_numpy(given_spans, np.int64),
-        )
-        targets = select_units(units, select_keys, selection)
+    targets, units = _select_targets(eligible, select_keys, keys, unit_config, selection, word_ids, given_spans)
     flat, codes = choose_outcomes(targets, select_bits, corruption, units)
     inputs, labels = apply_outcomes(ids, flat, codes, keys, vocab)
     return MaskedBatch(
@@ -186,4 +183,48 @@ def mask_tokens(
         labels=torch.from_numpy(labels),
         target_index=flat,
         target_outcome=codes,
+        eligible=eligible,
+        strategy_units=units,
     )
+
+
+def _ids_and_keys(
+    input_ids: torch.Tensor, example_ids: torch.Tensor, *, seed: int, epoch: int
+) -> tuple[np.ndarray, RowKeys]:
+    """The ``(B, T)`` int64 ids as numpy, and each row's keys.
+
+    Raises:
+        ValueError: ``input_ids`` not two-dimensional, or not one example id per row.
+    """
+    ids = as_numpy(input_ids, np.int64)
+    if ids is None or ids.ndim != 2:
+        raise ValueError(f"input_ids must be a (batch, length) tensor; got shape {tuple(input_ids.shape)}")
+    keys = RowKeys.derive(as_numpy(example_ids, np.int64), seed=seed, epoch=epoch)
+    if len(keys) != ids.shape[0]:
+        raise ValueError(f"example_ids has {len(keys)} entries for {ids.shape[0]} rows")
+    return ids, keys
+
+
+def _select_targets(
+    eligible: np.ndarray,
+    select_keys: np.ndarray,
+    keys: RowKeys,
+    unit_config: UnitConfig,
+    selection: SelectionConfig,
+    word_ids: torch.Tensor | None,
+    given_spans: torch.Tensor | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(targets, unit map)``, both ``(B, T)``: the token strategy selects among the eligible
+    tokens directly and builds no unit map (None); the others select whole units of their map."""
+    if unit_config.strategy == "token":
+        return select_tokens(eligible, select_keys, selection), None
+    units = build_units(
+        unit_config, eligible, keys, word_ids=as_numpy(word_ids, np.int64), given_spans=as_numpy(given_spans, np.int64)
+    )
+    return select_units(units, select_keys, selection), units
+
+
+def _nothing_to_mask(ids: np.ndarray, eligible: np.ndarray) -> MaskedBatch:
+    """What masking a ``(B, 0)`` batch gives: empty outputs of the right shape."""
+    empty = np.zeros(0, dtype=np.int64)
+    return MaskedBatch(torch.from_numpy(ids.copy()), torch.from_numpy(ids.copy()), empty, empty.astype(np.int8), eligible)

@@ -18,11 +18,10 @@ import torch.nn.functional as F
 
 from tokenmask.labelled.align import Task
 from tokenmask.labelled.examples import LabelVocab
-from tokenmask.text.resources import minilm_dir
-from tokenmask.text.tokenizer import load_tokenizer
 from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.use.evaluate import evaluating, tensors_on
 from tokenmask.use.metrics import ClassScores, SpanScores, class_scores, span_scores
-from tokenmask.train.models import MINILM, LoadedModel, checkpoint_folder, quiet_load_report
+from tokenmask.train.models import LoadedModel, quiet_load_report, resolve_checkpoint, saved_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -30,30 +29,21 @@ if TYPE_CHECKING:
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def model_folder(name_or_path: str | Path) -> Path:
-    """The checkpoint folder of a model name: ``minilm`` (unless a folder has that name) or a
-    folder with a config and tokenizer files.
+def load_classifier_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer saved with a checkpoint (a folder, or ``minilm``).
 
     Raises:
-        ValueError: neither; FileNotFoundError: ``minilm`` without its package.
+        ValueError: not a checkpoint (:func:`~tokenmask.train.models.resolve_checkpoint`), or
+            one saved without its tokenizer.
     """
-    return minilm_dir() if _is_minilm(name_or_path) else checkpoint_folder(Path(name_or_path))
-
-
-def _is_minilm(name_or_path: str | Path) -> bool:
-    return str(name_or_path) == MINILM and not Path(name_or_path).is_dir()
-
-
-def load_classifier_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
-    """The tokenizer saved with a checkpoint folder, or minilm's (checked to hold 30,522 ids)."""
-    return load_tokenizer(MINILM if _is_minilm(name_or_path) else model_folder(name_or_path))
+    return saved_tokenizer(resolve_checkpoint(name_or_path))
 
 
 def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab) -> LoadedModel:
     """An encoder checkpoint under a classification head for ``labels`` (safetensors, local, no remote code).
 
-    ``task="classification"`` gives ``AutoModelForSequenceClassification`` (one label per
-    text), ``"token_labelling"`` ``AutoModelForTokenClassification`` (one per token). The
+    ``task="classify"`` gives ``AutoModelForSequenceClassification`` (one label per
+    text), ``"tokens"`` ``AutoModelForTokenClassification`` (one per token). The
     config carries ``id2label`` / ``label2id``, so the saved model names its labels. The notes
     say what is new (the head; the pooler of a masked-LM checkpoint) and what is left unused
     (a masked-LM head).
@@ -64,8 +54,8 @@ def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab)
     """
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-    folder = model_folder(name_or_path)
-    auto = AutoModelForSequenceClassification if task == "classification" else AutoModelForTokenClassification
+    folder = resolve_checkpoint(name_or_path)
+    auto = AutoModelForSequenceClassification if task == "classify" else AutoModelForTokenClassification
     with quiet_load_report():
         model, info = auto.from_pretrained(
             folder,
@@ -82,7 +72,7 @@ def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab)
     if lacking:
         shown = ", ".join(lacking[:4]) + (f" and {len(lacking) - 4} more" if len(lacking) > 4 else "")
         raise ValueError(f"{folder}: the checkpoint lacks encoder weights ({shown}); they would be random")
-    name = MINILM if _is_minilm(name_or_path) else str(folder)
+    name = str(Path(name_or_path))  # as the user named it: "minilm", or the folder
     notes = [f"{name}: encoder loaded into {type(model).__name__} for {len(labels)} labels"]
     if missing:
         notes.append(f"{name}: new, randomly initialised: {', '.join(missing)}")
@@ -174,31 +164,29 @@ def evaluate_classifier(model: torch.nn.Module, batches: Sequence[dict[str, Any]
     Raises:
         ValueError: no labelled example in the batches.
     """
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     loss_sum, gold_rows, predicted_rows = 0.0, [], []
-    for batch in batches:
-        batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
-        logits = model(**model_inputs(batch)).logits.float()
-        gold = batch["labels"]
-        loss_sum += float(F.cross_entropy(logits.flatten(0, -2), gold.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"))
-        predicted = logits.argmax(-1)
-        if task == "classification":
-            gold_rows.extend([g] for g in gold.tolist())
-            predicted_rows.extend([p] for p in predicted.tolist())
-            continue
-        kept = gold != IGNORE_INDEX
-        for row in range(gold.shape[0]):
-            gold_rows.append(gold[row][kept[row]].tolist())
-            predicted_rows.append(predicted[row][kept[row]].tolist())
-    model.train(was_training)
+    with evaluating(model):
+        for batch in batches:
+            batch = tensors_on(batch, device)
+            logits = model(**model_inputs(batch)).logits.float()
+            gold = batch["labels"]
+            loss_sum += float(F.cross_entropy(logits.flatten(0, -2), gold.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"))
+            predicted = logits.argmax(-1)
+            if task == "classify":
+                gold_rows.extend([g] for g in gold.tolist())
+                predicted_rows.extend([p] for p in predicted.tolist())
+                continue
+            kept = gold != IGNORE_INDEX
+            for row in range(gold.shape[0]):
+                gold_rows.append(gold[row][kept[row]].tolist())
+                predicted_rows.append(predicted[row][kept[row]].tolist())
     flat_gold = [g for row in gold_rows for g in row]
     if not flat_gold:
         raise ValueError("no labelled validation example to evaluate on")
     scores = class_scores(flat_gold, [p for row in predicted_rows for p in row], labels.labels)
     spans = None
-    if task == "token_labelling":
+    if task == "tokens":
         names = labels.labels
         spans = span_scores([[names[g] for g in row] for row in gold_rows], [[names[p] for p in row] for row in predicted_rows])
     return Evaluation(loss=loss_sum / len(flat_gold), scores=scores, spans=spans)

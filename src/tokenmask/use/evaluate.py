@@ -8,19 +8,38 @@ needs no masks to choose: it masks every scorable token in turn.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
+from tokenmask.collate.pad import Feature
 from tokenmask.text.token_tables import cached_tables, require_mask_token
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.heads import masked_lm_loss
 
 EVAL_SEED_OFFSET = 1_000_003  # eval masks differ from any training epoch's
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """``model`` in evaluation mode (no dropout) inside the block; its mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def tensors_on(batch: Mapping[str, Any], device: torch.device | str) -> dict[str, torch.Tensor]:
+    """The tensors of a collated batch, moved to ``device`` (lists and strings are left out)."""
+    return {key: value.to(device) for key, value in batch.items() if isinstance(value, torch.Tensor)}
 
 
 @dataclass(frozen=True)
@@ -39,7 +58,7 @@ class MlmMetrics:
 @torch.no_grad()
 def evaluate_mlm(
     model: torch.nn.Module,
-    blocks: Sequence[dict[str, Any]],
+    blocks: Sequence[Feature],
     collator: MaskingCollator,
     *,
     batch_size: int = 32,
@@ -52,16 +71,13 @@ def evaluate_mlm(
     """
     if not blocks:
         raise ValueError("no validation blocks to evaluate on")
-    was_training = model.training
-    model.eval()
     loss_sum, targets, correct = 0.0, 0, 0
-    for start in range(0, len(blocks), batch_size):
-        batch = {k: v.to(device) for k, v in collator(list(blocks[start : start + batch_size])).items() if isinstance(v, torch.Tensor)}
-        out = masked_lm_loss(model, batch)
-        loss_sum += float(out.loss_sum)
-        targets += out.targets
-        correct += out.correct
-    model.train(was_training)
+    with evaluating(model):
+        for chunk in batched(blocks, batch_size):
+            out = masked_lm_loss(model, tensors_on(collator(chunk), device))
+            loss_sum += float(out.loss_sum)
+            targets += out.targets
+            correct += out.correct
     if targets == 0:
         raise ValueError("the validation blocks hold no maskable token")
     loss = loss_sum / targets
@@ -80,7 +96,7 @@ class PseudoPerplexity:
         return asdict(self)
 
 
-def _padded(blocks: Sequence[dict[str, Any]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _padded(blocks: Sequence[Feature], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(S, T)`` ids right-padded with ``pad_token_id`` and the ``(S, T)`` bool mask of real tokens."""
     rows = [torch.as_tensor(block["input_ids"], dtype=torch.long) for block in blocks]
     lengths = torch.tensor([len(row) for row in rows])
@@ -88,10 +104,27 @@ def _padded(blocks: Sequence[dict[str, Any]], pad_token_id: int) -> tuple[torch.
     return ids, torch.arange(ids.shape[1]) < lengths[:, None]
 
 
+def _single_mask_copies(
+    ids: torch.Tensor, real: torch.Tensor, row: torch.Tensor, position: torch.Tensor, mask_id: int
+) -> dict[str, torch.Tensor]:
+    """One copy of block ``row[i]`` per scored token, masked at ``position[i]`` only, labelled there only.
+
+    ``ids``, ``real``: ``(S, T)``; ``row``, ``position``: ``(n,)``. Returns ``(n, W)`` tensors,
+    ``W`` the longest of those blocks.
+    """
+    width = int(real[row].sum(dim=1).max())
+    copies = ids[row, :width].clone()  # (n, W)
+    pick = torch.arange(len(row))
+    labels = torch.full_like(copies, IGNORE_INDEX)
+    labels[pick, position] = copies[pick, position]
+    copies[pick, position] = mask_id
+    return {"input_ids": copies, "attention_mask": real[row, :width].long(), "labels": labels}
+
+
 @torch.no_grad()
 def pseudo_perplexity(
     model: torch.nn.Module,
-    blocks: Sequence[dict[str, Any]],
+    blocks: Sequence[Feature],
     tokenizer: PreTrainedTokenizerBase,
     *,
     batch_size: int = 64,
@@ -131,20 +164,11 @@ def pseudo_perplexity(
         raise ValueError("no scorable token: the blocks hold only special tokens or padding")
     rows, positions = scored.nonzero(as_tuple=True)  # (N,), block by block, left to right
     rows, positions = rows[:max_tokens], positions[:max_tokens]
-    was_training = model.training
-    model.eval()
     loss_sum = 0.0
-    for start in range(0, len(rows), batch_size):
-        row, position = rows[start : start + batch_size], positions[start : start + batch_size]
-        width = int(real[row].sum(dim=1).max())
-        copies = ids[row, :width].clone()  # (n, W): one copy of its block per scored token
-        pick = torch.arange(len(row))
-        labels = torch.full_like(copies, IGNORE_INDEX)
-        labels[pick, position] = copies[pick, position]
-        copies[pick, position] = mask_id
-        batch = {"input_ids": copies, "attention_mask": real[row, :width].long(), "labels": labels}
-        loss_sum += float(masked_lm_loss(model, {k: v.to(device) for k, v in batch.items()}).loss_sum)
-    model.train(was_training)
+    with evaluating(model):
+        for row, position in zip(rows.split(batch_size), positions.split(batch_size)):
+            batch = _single_mask_copies(ids, real, row, position, mask_id)
+            loss_sum += float(masked_lm_loss(model, tensors_on(batch, device)).loss_sum)
     count = len(rows)
     return PseudoPerplexity(
         pseudo_log_likelihood=-loss_sum,
