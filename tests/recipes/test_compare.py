@@ -49,4 +49,4 @@ def test_compare_needs_a_run_length_and_good_rates(tmp_path, capsys):
     assert main(["compare-augment", "--output", str(tmp_path / "o"), "--max-steps", "1", "--rates", "0,x"]) == 2
     assert "comma-separated numbers" in capsys.readouterr().err
     assert main(["compare-augment", "--output", str(tmp_path / "o"), "--rates", "0,0.1"]) == 2
-    assert "give epochs, max_steps, max_tokens or max_time" in capsys.readouterr().err
+    assert "give the length of each run: --epochs, --max-steps, --max-tokens or --max-time" in capsys.readouterr().err

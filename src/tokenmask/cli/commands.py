@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tokenmask.cli.flags import config_from
+from tokenmask.cli.flags import config_from, requested_settings
 from tokenmask.masking.config import MaskingConfig
+from tokenmask.settings import build
 
 
 def masking_config(args: argparse.Namespace) -> MaskingConfig:
@@ -158,7 +159,10 @@ def cmd_compare_augment(args: argparse.Namespace) -> int:
 
     from tokenmask.recipes.config import FinetuneConfig
 
-    config, rates = _with_output(config_from(FinetuneConfig, args, config_file=args.config)), _rates(args.rates)
+    requested = requested_settings(FinetuneConfig, args, config_file=args.config)
+    if not {"epochs", "max_steps", "max_tokens", "max_time"} & requested.keys():  # 9 minutes each would be a surprise
+        raise ValueError("give the length of each run: --epochs, --max-steps, --max-tokens or --max-time (minutes per run)")
+    config, rates = _with_output(build(FinetuneConfig, requested)), _rates(args.rates)
     with ProgressReporter() as reporter:
         comparison = compare_augment(config, rates=rates, seeds=args.seeds, reporter=reporter, command=args.command_line)
     print(comparison.table())

@@ -62,14 +62,19 @@ def config_from(config_type: type, args: argparse.Namespace, *, config_file: Pat
         ValueError: an unreadable or malformed file, a key that is no setting (named with the
             file), or a setting out of range.
     """
+    return build(config_type, requested_settings(config_type, args, config_file=config_file), defaults)
+
+
+def requested_settings(config_type: type, args: argparse.Namespace, *, config_file: Path | None = None) -> dict[str, Any]:
+    """The settings the user gave, in the file and as flags (flags win), keys in snake case."""
     settings: dict[str, Any] = {}
     if config_file is not None:
-        settings = read_settings_file(config_file)
+        settings = {str(key).replace("-", "_"): value for key, value in read_settings_file(config_file).items()}
         try:
             converted(config_type, settings)  # name the file when a key or value of its own is wrong
         except ValueError as error:
             raise ValueError(f"{config_file}: {error}") from None
-    return build(config_type, {**settings, **given_settings(args, config_type)}, defaults)
+    return {**settings, **given_settings(args, config_type)}
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:

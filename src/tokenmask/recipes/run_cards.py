@@ -68,7 +68,7 @@ class FinetuneCards:
         labels = ", ".join(data.labels.labels[:20]) + (", …" if len(data.labels) > 20 else "")
         return model_card(
             pipeline_tag="text-classification" if data.task == "classification" else "token-classification",
-            command=self.command, start=f"the checkpoint {config.model}, with a new {data.task} head",
+            command=self.command, start=f"the checkpoint {config.model}, with a new {'classification' if data.task == 'classify' else 'token-tagging'} head",
             data=f"{given}: {len(data.train):,} training and {len(data.validation):,} validation examples; labels {labels}",
             steps=steps, tokens=tokens, metrics=metrics,
             evaluation=f"{when}, on the {len(data.validation):,} validation examples",
