@@ -45,10 +45,10 @@ import transformers
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast
 
 from tokenmask import IGNORE_INDEX, MaskingCollator, Outcome, UnitConfig, mask_tokens
-from tokenmask.text.resources import shakespeare_scenes
-from tokenmask.text.tokenizer import load_tokenizer
-from tokenmask.text.token_tables import tables_from_tokenizer
 from tokenmask.masking import MaskedBatch, VocabTables
+from tokenmask.text.resources import shakespeare_scenes
+from tokenmask.text.token_tables import tables_from_tokenizer
+from tokenmask.text.tokenizer import load_tokenizer
 
 SHAPES: tuple[tuple[int, int], ...] = ((64, 512), (512, 128))
 THREADS: tuple[int, ...] = (1, 2)
@@ -184,9 +184,7 @@ def make_inputs(tokenizer: PreTrainedTokenizerFast, batch: int, width: int, seed
     lengths = torch.tensor([len(r.input_ids) for r in rows])
     real = torch.arange(width)[None, :] < lengths[:, None]
     return Inputs(
-        ours_features=[
-            {"input_ids": r.input_ids, "word_ids": r.word_ids, "id": i} for i, r in enumerate(rows)
-        ],
+        ours_features=[{"input_ids": r.input_ids, "word_ids": r.word_ids, "id": i} for i, r in enumerate(rows)],
         hf_token_features=[{"input_ids": r.input_ids} for r in rows],
         hf_word_features=[
             {"input_ids": r.input_ids, "offset_mapping": padded}
@@ -219,14 +217,10 @@ def make_sides(tokenizer: PreTrainedTokenizerFast) -> Sides:
     """Both libraries' collators at p = 0.15 (HF's whole-word one drops random replacements)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Random token replacement is not supported")
-        hf_word = DataCollatorForLanguageModeling(
-            tokenizer, mlm_probability=MLM_PROBABILITY, whole_word_mask=True
-        )
+        hf_word = DataCollatorForLanguageModeling(tokenizer, mlm_probability=MLM_PROBABILITY, whole_word_mask=True)
     return Sides(
         ours_token=MaskingCollator(tokenizer, mlm_probability=MLM_PROBABILITY, seed=0),
-        ours_word=MaskingCollator(
-            tokenizer, mlm_probability=MLM_PROBABILITY, strategy="whole_word", seed=0
-        ),
+        ours_word=MaskingCollator(tokenizer, mlm_probability=MLM_PROBABILITY, strategy="whole_word", seed=0),
         vocab=tables_from_tokenizer(tokenizer),
         hf_token=DataCollatorForLanguageModeling(tokenizer, mlm_probability=MLM_PROBABILITY),
         hf_word=hf_word,
@@ -253,9 +247,7 @@ def hf_bare(sides: Sides, x: Inputs, *, whole_word: bool) -> tuple[torch.Tensor,
         return sides.hf_word.torch_mask_tokens(
             x.input_ids.clone(), special_tokens_mask=x.special_tokens_mask, offset_mapping=x.offsets
         )
-    return sides.hf_token.torch_mask_tokens(
-        x.input_ids.clone(), special_tokens_mask=x.special_tokens_mask
-    )
+    return sides.hf_token.torch_mask_tokens(x.input_ids.clone(), special_tokens_mask=x.special_tokens_mask)
 
 
 def cases(sides: Sides, x: Inputs) -> list[Case]:
@@ -343,9 +335,9 @@ def sanity(sides: Sides, x: Inputs) -> dict[str, dict[str, float]]:
         collator = sides.ours_word if whole_word else sides.ours_token
         ours = collator(x.ours_features)["labels"]
         check_ours(what, collator.mask(x.ours_features)[1], ours)
-        hf = (sides.hf_word if whole_word else sides.hf_token)(
-            x.hf_word_features if whole_word else x.hf_token_features
-        )["labels"]
+        hf = (sides.hf_word if whole_word else sides.hf_token)(x.hf_word_features if whole_word else x.hf_token_features)[
+            "labels"
+        ]
         require(ours.shape == hf.shape, f"{what}: label shapes {tuple(ours.shape)} vs {tuple(hf.shape)}")
         rates[what] = {
             "ours": check_labels(f"ours {what}", ours, x, whole_word=whole_word),
@@ -435,9 +427,7 @@ def print_rates(shape: str, x: Inputs, rates: dict[str, dict[str, float]]) -> No
 
 
 def format_table(results: Sequence[Result]) -> str:
-    header = (
-        "shape", "threads", "what", "ours tok/s", "HF tok/s", "ratio", "target", "ours ms", "HF ms"
-    )
+    header = ("shape", "threads", "what", "ours tok/s", "HF tok/s", "ratio", "target", "ours ms", "HF ms")
     rows = [
         (
             r.shape,
@@ -453,9 +443,7 @@ def format_table(results: Sequence[Result]) -> str:
         for r in results
     ]
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in (header, *rows)
-    ]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in (header, *rows)]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

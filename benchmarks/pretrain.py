@@ -39,14 +39,14 @@ from pathlib import Path
 import torch
 from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
-from tokenmask.collate.collator import MaskingCollator
+from tokenmask import BlocksConfig, LoopConfig, PretrainConfig
 from tokenmask.blocks.build import build_blocks
+from tokenmask.collate.collator import MaskingCollator
+from tokenmask.recipes.pretrain import pretrain
 from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.text.tokenizer import load_tokenizer
-from tokenmask import BlocksConfig, LoopConfig, PretrainConfig
-from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 from tokenmask.train.models import build_model
-from tokenmask.recipes.pretrain import pretrain
+from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
 WARMUP_STEPS = 3  # left out of the medians
 VALIDATION_SHARE = 0.02
@@ -75,20 +75,47 @@ def median_step(times: list[float]) -> float:
     return statistics.median(gaps[WARMUP_STEPS:] or gaps or [float("nan")])
 
 
-def run_hf(preset: str, steps: int, batch_size: int, blocks: list[dict], tokenizer, workdir: Path, *, lr: float, budget: float | None = None):
+def run_hf(
+    preset: str,
+    steps: int,
+    batch_size: int,
+    blocks: list[dict],
+    tokenizer,
+    workdir: Path,
+    *,
+    lr: float,
+    budget: float | None = None,
+):
     """Train with the Trainer recipe; returns (median step seconds, steps done, model)."""
     torch.manual_seed(0)
     model = build_model(preset, vocab_size=len(tokenizer), max_length=128, pad_token_id=tokenizer.pad_token_id)
     clock = StepClock(budget)
     args = TrainingArguments(
-        output_dir=str(workdir / "hf"), per_device_train_batch_size=batch_size, max_steps=steps,
-        learning_rate=lr, adam_beta2=0.98, adam_epsilon=1e-6, weight_decay=0.01, warmup_steps=0.06,
-        lr_scheduler_type="linear", max_grad_norm=1.0, report_to=[], use_cpu=True, save_strategy="no",
-        logging_strategy="no", dataloader_num_workers=0, seed=0,
+        output_dir=str(workdir / "hf"),
+        per_device_train_batch_size=batch_size,
+        max_steps=steps,
+        learning_rate=lr,
+        adam_beta2=0.98,
+        adam_epsilon=1e-6,
+        weight_decay=0.01,
+        warmup_steps=0.06,
+        lr_scheduler_type="linear",
+        max_grad_norm=1.0,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_strategy="no",
+        dataloader_num_workers=0,
+        seed=0,
     )
     data = [{"input_ids": b["input_ids"]} for b in blocks]
-    trainer = Trainer(model=model, args=args, train_dataset=data,
-                      data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15), callbacks=[clock])
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15),
+        callbacks=[clock],
+    )
     trainer.train()
     return median_step(clock.times), len(clock.times), model
 
@@ -96,8 +123,14 @@ def run_hf(preset: str, steps: int, batch_size: int, blocks: list[dict], tokeniz
 def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, lr: float, minutes: float | None = None):
     """Train with tokenmask's loop on the bundled plays; returns (median step s, collate share, steps, model)."""
     loop = LoopConfig(
-        output=str(workdir / "ours"), max_steps=steps, max_time=minutes, batch_size=batch_size, lr=lr,
-        eval_every=10**6, save_every=10**6, overwrite=True,
+        output=str(workdir / "ours"),
+        max_steps=steps,
+        max_time=minutes,
+        batch_size=batch_size,
+        lr=lr,
+        eval_every=10**6,
+        save_every=10**6,
+        overwrite=True,
     )
     config = PretrainConfig(loop=loop, preset=preset, eval_blocks=1, blocks=BlocksConfig(validation_share=VALIDATION_SHARE))
     result = pretrain(config)
@@ -124,8 +157,13 @@ def throughput(args, tokenizer, train_blocks, workdir: Path) -> dict:
         f"{hf_step / ours_step:.2f}x; collating + masking {100 * statistics.median(shares):.2f}% of tokenmask's step"
     )
     return {
-        "ours_s_per_step": ours_step, "hf_s_per_step": hf_step, "ours_runs": ours, "hf_runs": hf,
-        "ours_tokens_per_s": tokens / ours_step, "hf_tokens_per_s": tokens / hf_step, "ratio": hf_step / ours_step,
+        "ours_s_per_step": ours_step,
+        "hf_s_per_step": hf_step,
+        "ours_runs": ours,
+        "hf_runs": hf,
+        "ours_tokens_per_s": tokens / ours_step,
+        "hf_tokens_per_s": tokens / hf_step,
+        "ratio": hf_step / ours_step,
         "collate_share": statistics.median(shares),
     }
 
@@ -137,7 +175,14 @@ def equal_time(args, tokenizer, blocks, workdir: Path, hf_step: float) -> dict:
     _, _, ours_steps, ours_model = run_ours(args.preset, None, args.batch_size, workdir, lr=args.lr, minutes=args.equal_time)
     ours = evaluate_mlm(ours_model, validation, collator, batch_size=32)
     _, hf_steps, hf_model = run_hf(
-        args.preset, max(10, int(0.95 * budget / hf_step)), args.batch_size, blocks.train, tokenizer, workdir, lr=args.lr, budget=budget
+        args.preset,
+        max(10, int(0.95 * budget / hf_step)),
+        args.batch_size,
+        blocks.train,
+        tokenizer,
+        workdir,
+        lr=args.lr,
+        budget=budget,
     )
     hf = evaluate_mlm(hf_model, validation, collator, batch_size=32)
     print(
@@ -146,8 +191,10 @@ def equal_time(args, tokenizer, blocks, workdir: Path, hf_step: float) -> dict:
         f"HF Trainer recipe {hf_steps} steps, accuracy {hf.accuracy:.4f}, loss {hf.loss:.3f}"
     )
     return {
-        "minutes": args.equal_time, "eval_targets": ours.targets,
-        "ours": {"steps": ours_steps, **ours.as_dict()}, "hf": {"steps": hf_steps, **hf.as_dict()},
+        "minutes": args.equal_time,
+        "eval_targets": ours.targets,
+        "ours": {"steps": ours_steps, **ours.as_dict()},
+        "hf": {"steps": hf_steps, **hf.as_dict()},
     }
 
 
@@ -165,7 +212,13 @@ def main() -> None:
     tokenizer = load_tokenizer("bert-base-uncased")
     # the same documents, split and blocks as tokenmask's default run (the bundled plays)
     blocks = build_blocks(shakespeare_scenes(), tokenizer, block_length=128, validation_share=VALIDATION_SHARE)
-    result = {"preset": args.preset, "batch": f"{args.batch_size}x128", "lr": args.lr, "threads": torch.get_num_threads(), "steps": args.steps}
+    result = {
+        "preset": args.preset,
+        "batch": f"{args.batch_size}x128",
+        "lr": args.lr,
+        "threads": torch.get_num_threads(),
+        "steps": args.steps,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         result["throughput"] = throughput(args, tokenizer, blocks.train, workdir)

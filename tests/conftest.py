@@ -15,8 +15,8 @@ from transformers import BertConfig, BertForMaskedLM
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tokenmask.text.resources import shakespeare_lines  # noqa: E402
-from tokenmask.text.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
+from tokenmask.text.resources import shakespeare_lines
+from tokenmask.text.tokenizer import load_tokenizer, train_tokenizer
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -98,9 +98,7 @@ def write_tagged(path: Path, rows: int = 240) -> Path:
         for _ in range(rows):
             person, city = rng.choice(PEOPLE), rng.choice(CITIES)
             words = [*person, "visited", *city, "today"]
-            tags = (
-                ["B-PER"] + ["I-PER"] * (len(person) - 1) + ["O"] + ["B-LOC"] + ["I-LOC"] * (len(city) - 1) + ["O"]
-            )
+            tags = ["B-PER"] + ["I-PER"] * (len(person) - 1) + ["O"] + ["B-LOC"] + ["I-LOC"] * (len(city) - 1) + ["O"]
             handle.write(json.dumps({"tokens": words, "tags": tags}) + "\n")
     return path
 

@@ -6,9 +6,9 @@ import os
 import pytest
 
 from tokenmask.blocks import build as pretrain
-from tokenmask.text.corpus import read_texts
 from tokenmask.blocks.build import build_blocks, corpus_blocks, is_validation
 from tokenmask.blocks.store import BlockSequence
+from tokenmask.text.corpus import read_texts
 
 
 @pytest.fixture
@@ -50,7 +50,10 @@ def test_every_token_is_accounted_for(bert_tokenizer, lines, tmp_path):
     ids = [b["id"] for b in blocks.train] + [b["id"] for b in blocks.validation]
     assert ids == list(range(len(ids)))  # validation ids follow the training ones
     description = blocks.describe()
-    assert f"403 documents read, 2 empty skipped, 1 without any token skipped: {blocks.text_tokens:,} tokens, all kept" in description
+    assert (
+        f"403 documents read, 2 empty skipped, 1 without any token skipped: {blocks.text_tokens:,} tokens, all kept"
+        in description
+    )
     assert f"{len(blocks.train)} training and {len(blocks.validation)} validation blocks of 64" in description
 
 
@@ -126,8 +129,14 @@ def test_corpus_blocks_cache_follows_the_files(bert_tokenizer, tmp_path, encodes
 def test_a_failed_build_leaves_nothing_that_looks_whole(bert_tokenizer, lines, tmp_path, monkeypatch):
     (tmp_path / "a.jsonl").write_text(json.dumps({"text": "words"}) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no 'body' column or field; there are: 'text'"):
-        corpus_blocks([tmp_path / "a.jsonl"], bert_tokenizer, block_length=16, validation_share=0.0,
-                      text_field="body", cache_dir=tmp_path / "cache")
+        corpus_blocks(
+            [tmp_path / "a.jsonl"],
+            bert_tokenizer,
+            block_length=16,
+            validation_share=0.0,
+            text_field="body",
+            cache_dir=tmp_path / "cache",
+        )
     real, calls = pretrain.encode_documents, []
 
     def crash_on_second_batch(texts, tokenizer):
@@ -138,7 +147,9 @@ def test_a_failed_build_leaves_nothing_that_looks_whole(bert_tokenizer, lines, t
 
     monkeypatch.setattr(pretrain, "encode_documents", crash_on_second_batch)
     with pytest.raises(KeyboardInterrupt):
-        build_blocks(lines[:100], bert_tokenizer, block_length=32, validation_share=0.1, cache_dir=tmp_path / "cache", batch_size=10)
+        build_blocks(
+            lines[:100], bert_tokenizer, block_length=32, validation_share=0.1, cache_dir=tmp_path / "cache", batch_size=10
+        )
     assert list((tmp_path / "cache" / "blocks").iterdir()) == []
     monkeypatch.setattr(pretrain, "encode_documents", real)
     blocks = build_blocks(lines[:100], bert_tokenizer, block_length=32, validation_share=0.1, cache_dir=tmp_path / "cache")

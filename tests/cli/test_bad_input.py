@@ -23,7 +23,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from tokenmask.cli.main import main
 
-WORDS = "the king queen lord lady castle sword crown night day love war peace".split()
+WORDS = ["the", "king", "queen", "lord", "lady", "castle", "sword", "crown", "night", "day", "love", "war", "peace"]
 
 
 def sentences(count: int) -> list[str]:
@@ -242,7 +242,9 @@ def corpus_smaller_than_one_batch(tmp_path, model):
 def corpus_of_unknown_tokens_only(tmp_path, model):
     """bert-base-uncased has no emoji: every token is [UNK], which masking never selects."""
     (tmp_path / "emoji.txt").write_text("\n\n".join(" ".join(["\U0001f600"] * 50) for _ in range(40)), encoding="utf-8")
-    return pretrain(tmp_path, tmp_path / "emoji.txt"), "blocks hold no token that may be masked: all are special tokens such as [UNK]"
+    return pretrain(
+        tmp_path, tmp_path / "emoji.txt"
+    ), "blocks hold no token that may be masked: all are special tokens such as [UNK]"
 
 
 def validation_without_a_tagged_token(tmp_path, model):
@@ -289,7 +291,10 @@ def test_the_batch_size_a_refusal_suggests_fits(tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n\n".join(sentences(6)) + "\n", encoding="utf-8")  # 6 x 13 words: 3 blocks of 32
     code, _, err = run([*pretrain(tmp_path, corpus), "--batch-size", "4"], capsys)
-    assert code == 2 and "the corpus gives 3 training blocks of 32 tokens, fewer than one batch of 4: pass --batch-size 3 or less" in err
+    assert (
+        code == 2
+        and "the corpus gives 3 training blocks of 32 tokens, fewer than one batch of 4: pass --batch-size 3 or less" in err
+    )
     assert not (tmp_path / "out").exists()
     code, _, err = run([*pretrain(tmp_path, corpus), "--batch-size", "3"], capsys)
     assert code == 0, err
@@ -358,7 +363,7 @@ def test_init_folder_brings_its_own_tokenizer(tmp_path, capsys, lines):
 
     own = train_tokenizer(lines[:2000], kind="wordpiece", vocab_size=300)
     model = save_bert(tmp_path / "small", own)
-    code, out, err = run(pretrain(tmp_path, write_corpus(tmp_path / "c.txt"), flags=("--init", str(model))), capsys)
+    code, _out, err = run(pretrain(tmp_path, write_corpus(tmp_path / "c.txt"), flags=("--init", str(model))), capsys)
     assert code == 0, err
     saved = json.loads((tmp_path / "out" / "model" / "config.json").read_text(encoding="utf-8"))
     assert saved["vocab_size"] == len(own)

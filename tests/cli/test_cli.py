@@ -18,7 +18,20 @@ def test_mask_demo_on_the_bundled_text(capsys):
 
 
 def test_mask_json_is_consistent(capsys):
-    assert main(["mask", "To be, or not to be, that is the question", "--json", "--strategy", "whole_word", "--mlm-probability", "0.4"]) == 0
+    assert (
+        main(
+            [
+                "mask",
+                "To be, or not to be, that is the question",
+                "--json",
+                "--strategy",
+                "whole_word",
+                "--mlm-probability",
+                "0.4",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["settings"]["strategy"] == "whole_word"
     (example,) = data["examples"]
@@ -119,8 +132,27 @@ def test_pretrain_continues_from_minilm(tmp_path, capsys, lines):
     corpus = tmp_path / "plays.txt"
     corpus.write_text("\n\n".join(" ".join(lines[i : i + 4]) for i in range(0, 400, 4)), encoding="utf-8")
     out = tmp_path / "run"
-    argv = ["pretrain", str(corpus), "--init", "minilm", "--output", str(out), "--max-steps", "1", "--batch-size", "2",
-            "--max-length", "32", "--eval-blocks", "2", "--validation-share", "0.2", "--lr", "1e-4", "--no-demo"]
+    argv = [
+        "pretrain",
+        str(corpus),
+        "--init",
+        "minilm",
+        "--output",
+        str(out),
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "2",
+        "--max-length",
+        "32",
+        "--eval-blocks",
+        "2",
+        "--validation-share",
+        "0.2",
+        "--lr",
+        "1e-4",
+        "--no-demo",
+    ]
     assert main(argv) == 0
     assert "trained 1 steps" in capsys.readouterr().out
     model = AutoModelForMaskedLM.from_pretrained(out / "model", local_files_only=True)

@@ -27,7 +27,11 @@ def test_flags_override_the_config_file_whatever_their_order(tmp_path, order):
     settings = tmp_path / "run.yaml"
     settings.write_text("max-steps: 7\nlr: 0.01\nselection: exact\noutput: from-file\n", encoding="utf-8")
     flags = ["--max-steps", "3"]
-    argv = ["pretrain", *flags, "--config", str(settings)] if order == "flag first" else ["pretrain", "--config", str(settings), *flags]
+    argv = (
+        ["pretrain", *flags, "--config", str(settings)]
+        if order == "flag first"
+        else ["pretrain", "--config", str(settings), *flags]
+    )
     args = parsed(argv)
     config = config_from(PretrainConfig, args, config_file=args.config)
     assert config.loop.max_steps == 3  # the flag

@@ -62,7 +62,9 @@ def test_pretrain_model_folder_is_clean_with_a_card(tmp_path, lines):
     assert main(argv) == 0
     folder = out / "model"
     assert sorted(p.name for p in folder.iterdir()) == clean_files(folder, tmp_path / "saved", AutoModelForMaskedLM)
-    assert {STATE_FILE, MANIFEST_FILE} <= {p.name for p in (out / "checkpoints" / "step-2").iterdir()}  # resumable state lives here
+    assert {STATE_FILE, MANIFEST_FILE} <= {
+        p.name for p in (out / "checkpoints" / "step-2").iterdir()
+    }  # resumable state lives here
     card = (folder / "README.md").read_text(encoding="utf-8")
     meta = front_matter(card)
     assert (meta["library_name"], meta["pipeline_tag"]) == ("transformers", "fill-mask") and "tokenmask" in meta["tags"]
@@ -82,9 +84,14 @@ def test_pretrain_model_folder_is_clean_with_a_card(tmp_path, lines):
 
 @pytest.mark.parametrize(
     "task, tag, auto",
-    [("classify", "text-classification", AutoModelForSequenceClassification), ("tokens", "token-classification", AutoModelForTokenClassification)],
+    [
+        ("classify", "text-classification", AutoModelForSequenceClassification),
+        ("tokens", "token-classification", AutoModelForTokenClassification),
+    ],
 )
-def test_finetune_model_and_best_folders_are_clean_with_cards(task, tag, auto, tiny_mlm_folder, reviews_csv, tagged_jsonl, tmp_path):
+def test_finetune_model_and_best_folders_are_clean_with_cards(
+    task, tag, auto, tiny_mlm_folder, reviews_csv, tagged_jsonl, tmp_path
+):
     data, out = reviews_csv if task == "classify" else tagged_jsonl, tmp_path / "out"
     argv = [
         "finetune", str(data), "--task", task, "--model", str(tiny_mlm_folder), "--output", str(out), "--max-steps", "4",
@@ -109,4 +116,7 @@ def test_finetune_model_and_best_folders_are_clean_with_cards(task, tag, auto, t
         assert shlex.join(["tokenmask", *argv]) in card
         assert f"{auto.__name__}.from_pretrained(path)" in card and f'pipeline("{tag}", model=path)' in card
         assert auto.from_pretrained(folder, local_files_only=True).config.id2label == dict(enumerate(results["labels"]))
-    assert f"At step {results['best']['step']:,}, the run's best evaluation by {results['metric']}" in (out / "best" / "README.md").read_text()
+    assert (
+        f"At step {results['best']['step']:,}, the run's best evaluation by {results['metric']}"
+        in (out / "best" / "README.md").read_text()
+    )

@@ -80,7 +80,9 @@ def test_augmenter_settings_are_checked(bert_tokenizer):
         MaskingAugmenter(bert_tokenizer, rate=1.5)
     with pytest.raises(ValueError, match="strategy"):
         MaskingAugmenter(bert_tokenizer, strategy="span")
-    assert MaskingAugmenter(bert_tokenizer, rate=0.0)([{"input_ids": [101, 2000, 102], "labels": 1}])["input_ids"].tolist() == [[101, 2000, 102]]
+    assert MaskingAugmenter(bert_tokenizer, rate=0.0)([{"input_ids": [101, 2000, 102], "labels": 1}])["input_ids"].tolist() == [
+        [101, 2000, 102]
+    ]
 
 
 def test_augment_text_replaces_words_and_keeps_the_rest(tokenizers):

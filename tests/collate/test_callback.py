@@ -11,15 +11,25 @@ from tokenmask.blocks.encode import encode_texts
 
 def tiny_config(tokenizer, **extra):
     return BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128, **extra,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        **extra,
     )
 
 
 def arguments(tmp_path, **overrides):
     settings = dict(
-        output_dir=str(tmp_path), per_device_train_batch_size=8, report_to=[], use_cpu=True,
-        save_strategy="no", remove_unused_columns=False, logging_strategy="no",
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        remove_unused_columns=False,
+        logging_strategy="no",
     )
     settings.update(overrides)
     return TrainingArguments(**settings)

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from tokenmask import MaskingCollator
 from tokenmask.blocks.encode import encode_texts
-from tokenmask.text.token_tables import tables_from_tokenizer, word_start_table
 from tokenmask.masking import IGNORE_INDEX, CorruptionConfig, MaskingConfig, SelectionConfig, UnitConfig
+from tokenmask.text.token_tables import tables_from_tokenizer, word_start_table
 
 FAMILIES = ["bert-base-uncased", "roberta-gpt2", "trained-wordpiece", "trained-bpe", "trained-unigram"]
 WORD_STRATEGIES = ["whole_word", "span", "ngram"]
@@ -101,7 +101,12 @@ def test_inputs_as_lists_arrays_or_tensors_give_the_same_batch(bert_tokenizer, s
     collator = MaskingCollator(bert_tokenizer, strategy="whole_word", seed=0)
     as_lists = collator(features)
     as_arrays = collator([{**f, "input_ids": np.array(f["input_ids"]), "word_ids": np.array(f["word_ids"])} for f in features])
-    as_tensors = collator([{**f, "input_ids": torch.tensor(f["input_ids"]), "word_ids": [None if w < 0 else w for w in f["word_ids"]]} for f in features])
+    as_tensors = collator(
+        [
+            {**f, "input_ids": torch.tensor(f["input_ids"]), "word_ids": [None if w < 0 else w for w in f["word_ids"]]}
+            for f in features
+        ]
+    )
     for other in (as_arrays, as_tensors):
         assert torch.equal(as_lists["input_ids"], other["input_ids"])
         assert torch.equal(as_lists["labels"], other["labels"])
@@ -110,7 +115,13 @@ def test_inputs_as_lists_arrays_or_tensors_give_the_same_batch(bert_tokenizer, s
 def test_other_keys_pass_through_and_padding_side_left(bert_tokenizer, sample):
     encoded = bert_tokenizer(sample[:3])
     features = [
-        {"input_ids": encoded["input_ids"][i], "token_type_ids": encoded["token_type_ids"][i], "id": i, "weight": 0.5, "source": "play"}
+        {
+            "input_ids": encoded["input_ids"][i],
+            "token_type_ids": encoded["token_type_ids"][i],
+            "id": i,
+            "weight": 0.5,
+            "source": "play",
+        }
         for i in range(3)
     ]
     right = MaskingCollator(bert_tokenizer, seed=0)(features)
@@ -225,10 +236,25 @@ def test_dataloader_workers_do_not_change_the_masks(bert_tokenizer, sample):
 def test_works_as_trainer_data_collator(bert_tokenizer, sample):
     from transformers import BertConfig, BertForMaskedLM, Trainer, TrainingArguments
 
-    config = BertConfig(vocab_size=len(bert_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    config = BertConfig(
+        vocab_size=len(bert_tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     model = BertForMaskedLM(config)
     features = [{"input_ids": f["input_ids"], "id": f["id"]} for f in encode_texts(sample[:16], bert_tokenizer)]
-    args = TrainingArguments(output_dir="/tmp/tokenmask-trainer-test", per_device_train_batch_size=8, max_steps=2, report_to=[], use_cpu=True, save_strategy="no", remove_unused_columns=False)
+    args = TrainingArguments(
+        output_dir="/tmp/tokenmask-trainer-test",
+        per_device_train_batch_size=8,
+        max_steps=2,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        remove_unused_columns=False,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=MaskingCollator(bert_tokenizer, seed=0))
     result = trainer.train()
     assert np.isfinite(result.training_loss)
@@ -325,8 +351,15 @@ def test_labels_in_any_example_are_refused(bert_tokenizer):
             ),
         ),
         (
-            {"strategy": "ngram", "ngram_max_n": 2, "selection": "exact", "max_predictions": 6, "min_masks_per_sequence": 2,
-             "mask_replace_prob": 0.5, "random_replace_prob": 0.3},
+            {
+                "strategy": "ngram",
+                "ngram_max_n": 2,
+                "selection": "exact",
+                "max_predictions": 6,
+                "min_masks_per_sequence": 2,
+                "mask_replace_prob": 0.5,
+                "random_replace_prob": 0.3,
+            },
             MaskingConfig(
                 units=UnitConfig(strategy="ngram", ngram_max_n=2),
                 selection=SelectionConfig(mode="exact", max_predictions=6, min_masks_per_sequence=2),

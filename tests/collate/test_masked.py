@@ -57,4 +57,6 @@ def test_protected_spans_only_when_asked(bert_tokenizer):
 def test_given_spans_are_required_by_the_given_strategy(bert_tokenizer):
     given = MaskingConfig(units=UnitConfig(strategy="given"))
     with pytest.raises(ValueError, match="given_spans"):
-        mask_examples([{"input_ids": [101, 2000, 102]}], bert_tokenizer, given, vocab=cached_tables(bert_tokenizer), seed=0, epoch=0)
+        mask_examples(
+            [{"input_ids": [101, 2000, 102]}], bert_tokenizer, given, vocab=cached_tables(bert_tokenizer), seed=0, epoch=0
+        )

@@ -33,7 +33,11 @@ def take(iterator, count):
 def test_the_worked_example_of_the_docstring():
     batches = MicroBatches([{"id": i} for i in range(8)], IdCollator(), batch_size=2, seed=0, shard=Shard(1, 2))
     order = epoch_order(8, seed=0, epoch=0).tolist()
-    assert list(islice(batches.indices(), 3)) == [(0, order[2:4]), (0, order[6:8]), (1, epoch_order(8, seed=0, epoch=1)[2:4].tolist())]
+    assert list(islice(batches.indices(), 3)) == [
+        (0, order[2:4]),
+        (0, order[6:8]),
+        (1, epoch_order(8, seed=0, epoch=1)[2:4].tolist()),
+    ]
 
 
 @pytest.mark.parametrize("world", [1, 2, 3])
@@ -88,4 +92,6 @@ def test_the_stream_gives_the_collator_the_epoch_and_leaves_it_unchanged(bert_to
         expected = collator.collate([examples[i] for i in chosen], epoch=epoch % 2)
         assert torch.equal(batch["labels"], expected["labels"]) and torch.equal(batch["input_ids"], expected["input_ids"])
     epoch, chosen = next(islice(stream.indices(), 3, None))  # the first batch of epoch 1: new masks
-    assert epoch == 1 and not torch.equal(batches[3]["labels"], collator.collate([examples[i] for i in chosen], epoch=0)["labels"])
+    assert epoch == 1 and not torch.equal(
+        batches[3]["labels"], collator.collate([examples[i] for i in chosen], epoch=0)["labels"]
+    )

@@ -69,9 +69,7 @@ def test_truncation_is_counted_and_keeps_the_special_tokens(bert_tokenizer):
 
 
 def test_prepare_splits_builds_labels_from_training_and_numbers_ids(bert_tokenizer):
-    examples = [
-        LabelledText(f"review number {i}", "fresh" if i % 3 else "rotten", f"movie {i % 17}") for i in range(300)
-    ]
+    examples = [LabelledText(f"review number {i}", "fresh" if i % 3 else "rotten", f"movie {i % 17}") for i in range(300)]
     data = prepare_finetune_data(examples, bert_tokenizer, validation_share=0.2, split_by="group")
     assert data.task == "classify" and data.labels.labels == ("fresh", "rotten")
     assert len(data.train) + len(data.validation) == 300 and data.validation
@@ -124,7 +122,9 @@ def test_rows_go_through_the_augmenter_with_whole_word_masking(bert_tokenizer):
 
 def test_the_fine_tuning_data_api_is_exported():
     import tokenmask
-    from tokenmask.labelled import align as finetune, examples as labelled, sampler
+    from tokenmask.labelled import align as finetune
+    from tokenmask.labelled import examples as labelled
+    from tokenmask.labelled import sampler
 
     for module, names in [
         (labelled, ["LabelledText", "TaggedSentence", "read_labelled_texts", "read_tagged_sentences", "rotten_tomatoes"]),

@@ -204,7 +204,7 @@ def test_group_split_keeps_every_group_whole_whatever_the_order(groups, share, s
     assert [e.text for e in train] == [e.text for e in examples if e in set(train)]  # order kept
     shuffled = examples[:]
     random.Random(seed).shuffle(shuffled)
-    again_train, again_validation = split_examples(shuffled, validation_share=share, by="group")
+    _again_train, again_validation = split_examples(shuffled, validation_share=share, by="group")
     assert {e.text for e in again_validation} == {e.text for e in validation}  # the side follows the group only
 
 

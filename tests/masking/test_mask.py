@@ -129,9 +129,7 @@ def test_labels_targets_and_protection(strategy, batch, mode, floor, cap, per_un
     # with a floor, every row with an eligible unit has a target (the floor wins over the cap)
     eligible_rows = ((~protected) & (attention == 1)).any(dim=1)
     if strategy == "given":
-        eligible_rows = torch.tensor(
-            [any(not VOCAB.protected[r[0][a:b]].all() for a, b in r[2]) for r in rows]
-        )
+        eligible_rows = torch.tensor([any(not VOCAB.protected[r[0][a:b]].all() for a, b in r[2]) for r in rows])
     if floor > 0:
         assert torch.equal(targets.any(dim=1), eligible_rows)
     else:
@@ -196,7 +194,7 @@ def test_units_of_a_hand_made_batch():
 @given(batch=batches())
 def test_same_key_same_output(batch):
     rows, example_ids, width = batch
-    ids, words, attention, _ = pad(rows, width)
+    ids, _words, attention, _ = pad(rows, width)
     kwargs = dict(vocab=VOCAB, example_ids=torch.tensor(example_ids), seed=3, attention_mask=attention)
     a = mask_tokens(ids, epoch=0, **kwargs)
     b = mask_tokens(ids, epoch=0, **kwargs)
@@ -216,9 +214,13 @@ def test_input_validation():
     with pytest.raises(ValueError, match="example_ids"):
         mask_tokens(torch.tensor([[1, 7]]), vocab=VOCAB, example_ids=torch.tensor([0, 1]), seed=0)
     with pytest.raises(ValueError, match="word_ids"):
-        mask_tokens(torch.tensor([[1, 7]]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0, unit_config=UnitConfig(strategy="span"))
+        mask_tokens(
+            torch.tensor([[1, 7]]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0, unit_config=UnitConfig(strategy="span")
+        )
     with pytest.raises(ValueError, match="given_spans"):
-        mask_tokens(torch.tensor([[1, 7]]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0, unit_config=UnitConfig(strategy="given"))
+        mask_tokens(
+            torch.tensor([[1, 7]]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0, unit_config=UnitConfig(strategy="given")
+        )
     with pytest.raises(ValueError, match="batch, length"):
         mask_tokens(torch.tensor([1, 7]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0)
 

@@ -78,7 +78,9 @@ def test_token_scores_read_only_labelled_positions_and_score_spans():
     batch = {"input_ids": ids, "attention_mask": (ids > 0).long(), "labels": labels}
     # row 0: gold B-X I-X, predicted (1, 2) B-X I-X: one right span; row 1: gold B-X I-X, predicted I-X I-X: the
     # same span (an I- start opens a span), so 2 of 2 spans right; tokens: 3 of 4 right
-    evaluation = evaluate_classifier(FixedLogits(3, per_token=True), [batch], task="tokens", labels=LabelVocab(("O", "B-X", "I-X")))
+    evaluation = evaluate_classifier(
+        FixedLogits(3, per_token=True), [batch], task="tokens", labels=LabelVocab(("O", "B-X", "I-X"))
+    )
     assert evaluation.metrics()["accuracy"] == 0.75
     assert evaluation.spans.f1 == 1.0 and evaluation.spans.gold_spans == 2
     assert evaluation.scores.confusion.tolist() == [[0, 0, 0], [0, 1, 1], [0, 0, 2]]

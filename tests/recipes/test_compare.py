@@ -14,7 +14,10 @@ def test_rate_summary_by_hand():
     assert summary.std == pytest.approx(0.0282843, rel=1e-5)  # sqrt(((-.02)^2 + .02^2) / (2 - 1))
     assert RateSummary.of(0.0, [0.7]).std == 0.0
     table = AugmentComparison("macro_f1", (summary, RateSummary.of(0.0, [0.7])), "out").table()
-    assert table.splitlines() == ["rate 0.1  : macro_f1 0.8200 ± 0.0283 over 2 seeds", "rate 0    : macro_f1 0.7000 ± 0.0000 over 1 seed"]
+    assert table.splitlines() == [
+        "rate 0.1  : macro_f1 0.8200 ± 0.0283 over 2 seeds",
+        "rate 0    : macro_f1 0.7000 ± 0.0000 over 1 seed",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,11 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 import tokenmask.recipes.finetune as recipe
 from tokenmask.cli.main import main
 from tokenmask.collate.augment import MaskingAugmenter
-from tokenmask.text.tokenizer import load_tokenizer
 from tokenmask.recipes.classifier import evaluate_classifier
 from tokenmask.recipes.config import FinetuneConfig
-from tokenmask.settings import build
 from tokenmask.recipes.finetune import finetune, load_finetune_data, loop_settings
+from tokenmask.settings import build
+from tokenmask.text.tokenizer import load_tokenizer
 
 REAL_LOSS, REAL_EVALUATE = recipe.classifier_loss_sum, recipe.evaluate_classifier
 
@@ -105,7 +105,9 @@ def spy_runs(monkeypatch, tiny_mlm_folder, data, output, **overrides):
 
 
 @pytest.mark.parametrize("data_name", ["reviews_csv", "tagged_jsonl"])
-def test_augmentation_keeps_labels_and_never_reaches_evaluation(data_name, tiny_mlm_folder, request, tmp_path, monkeypatch, bert_tokenizer):
+def test_augmentation_keeps_labels_and_never_reaches_evaluation(
+    data_name, tiny_mlm_folder, request, tmp_path, monkeypatch, bert_tokenizer
+):
     data = request.getfixturevalue(data_name)
     mask = bert_tokenizer.mask_token_id
     plain = spy_runs(monkeypatch, tiny_mlm_folder, data, tmp_path / "plain")
@@ -138,9 +140,14 @@ def test_the_divergence_watch_halves_the_rate_through_the_loop(tiny_mlm_folder, 
     messages = []
     reporter = SimpleNamespace(message=messages.append, step=lambda *a: None)
     run = tmp_path / "watch"
-    config = settings(tiny_mlm_folder, reviews_csv, run, max_steps=12, eval_every=2, augment_rate=0.4, augment_adaptive=True, patience=2)
+    config = settings(
+        tiny_mlm_folder, reviews_csv, run, max_steps=12, eval_every=2, augment_rate=0.4, augment_adaptive=True, patience=2
+    )
     result = finetune(config, reporter)
-    assert result.warnings == [{"step": 6, "evaluations": 2, "augment_rate": [0.4, 0.2]}, {"step": 10, "evaluations": 2, "augment_rate": [0.2, 0.1]}]
+    assert result.warnings == [
+        {"step": 6, "evaluations": 2, "augment_rate": [0.4, 0.2]},
+        {"step": 10, "evaluations": 2, "augment_rate": [0.2, 0.1]},
+    ]
     assert [m for m in messages if m.startswith("warning")] == [
         "warning: step 6: validation loss rose while training loss fell, 2 evaluations in a row (over-fitting?); augmentation rate 0.4 -> 0.2",
         "warning: step 10: validation loss rose while training loss fell, 2 evaluations in a row (over-fitting?); augmentation rate 0.2 -> 0.1",
@@ -175,7 +182,9 @@ def test_resume_continues_with_the_same_losses(tiny_mlm_folder, reviews_csv, tmp
     assert (resumed.best_step, resumed.best) == (whole.best_step, whole.best)
     assert resumed.final.metrics() == whole.final.metrics()
     assert sorted(p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()) == ["step-8"]  # --keep-last 1
-    assert f"At step {resumed.best_step:,}, the run's best" in (tmp_path / "cut" / "best" / "README.md").read_text()  # never pruned
+    assert (
+        f"At step {resumed.best_step:,}, the run's best" in (tmp_path / "cut" / "best" / "README.md").read_text()
+    )  # never pruned
 
 
 def test_resuming_a_finished_run_reports_its_final_evaluation(tiny_mlm_folder, reviews_csv, tmp_path):
@@ -221,11 +230,24 @@ def test_a_resumed_tracker_decides_as_the_uninterrupted_one():
         if train is not None:
             records.append({"step": 2 * step, "loss": train, "targets": 4})
         fields = live.observe(2 * step, {"loss": valid, "accuracy": 0.5, "macro_f1": valid / 2}, records)
-        records.append({"step": 2 * step, "eval_loss": valid, "eval_accuracy": 0.5, "eval_macro_f1": valid / 2, **{f"eval_{k}": v for k, v in fields.items()}})
+        records.append(
+            {
+                "step": 2 * step,
+                "eval_loss": valid,
+                "eval_accuracy": 0.5,
+                "eval_macro_f1": valid / 2,
+                **{f"eval_{k}": v for k, v in fields.items()},
+            }
+        )
     assert live.rate == 0.05 and [w["step"] for w in live.warnings] == [4, 6, 8]
     replayed = recipe._Tracker(config)
     replayed.replay(records, upto=8)
-    assert (replayed.rate, replayed.best, replayed.best_step, replayed.warnings) == (live.rate, live.best, live.best_step, live.warnings)
+    assert (replayed.rate, replayed.best, replayed.best_step, replayed.warnings) == (
+        live.rate,
+        live.best,
+        live.best_step,
+        live.warnings,
+    )
     assert replayed.best == {"loss": 1.2, "accuracy": 0.5, "macro_f1": 0.6}
     early = recipe._Tracker(config)
     early.replay(records, upto=5)  # resumed at step 5: only the evaluations up to it count
@@ -250,7 +272,18 @@ def test_finetune_errors_exit_2_with_one_line(argv, message, tmp_path, capsys):
 
 
 def test_a_missing_column_names_the_columns_there_are(reviews_csv, tiny_mlm_folder, tmp_path, capsys):
-    argv = ["finetune", str(reviews_csv), "--model", str(tiny_mlm_folder), "--output", str(tmp_path / "o"), "--label-column", "stars", "--max-steps", "1"]
+    argv = [
+        "finetune",
+        str(reviews_csv),
+        "--model",
+        str(tiny_mlm_folder),
+        "--output",
+        str(tmp_path / "o"),
+        "--label-column",
+        "stars",
+        "--max-steps",
+        "1",
+    ]
     assert main(argv) == 2
     error = capsys.readouterr().err
     assert "stars" in error and "movie" in error
@@ -292,7 +325,12 @@ def test_the_fine_tuning_api_is_exported():
     import tokenmask
     from tokenmask.recipes import compare, config, finetune, watch
 
-    for module, name in [(config, "FinetuneConfig"), (finetune, "finetune"), (compare, "compare_augment"), (watch, "DivergenceWatch")]:
+    for module, name in [
+        (config, "FinetuneConfig"),
+        (finetune, "finetune"),
+        (compare, "compare_augment"),
+        (watch, "DivergenceWatch"),
+    ]:
         assert getattr(tokenmask, name) is getattr(module, name) and name in tokenmask.__all__
 
 

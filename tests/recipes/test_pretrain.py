@@ -24,8 +24,18 @@ def blocks(train: int, validation: int = 0, ids: list[int] = (0, 2, 3, 1)) -> Pr
 @pytest.mark.parametrize(
     "count, batch, processes, message",
     [
-        (1, 2, 1, "the corpus gives 1 training block of 4 tokens, fewer than one batch of 2: pass --batch-size 1, or give more text"),
-        (7, 8, 1, "the corpus gives 7 training blocks of 4 tokens, fewer than one batch of 8: pass --batch-size 7 or less, or give"),
+        (
+            1,
+            2,
+            1,
+            "the corpus gives 1 training block of 4 tokens, fewer than one batch of 2: pass --batch-size 1, or give more text",
+        ),
+        (
+            7,
+            8,
+            1,
+            "the corpus gives 7 training blocks of 4 tokens, fewer than one batch of 8: pass --batch-size 7 or less, or give",
+        ),
         # 7 blocks over 3 processes: 7 // 3 = 2 each
         (7, 4, 3, "7 training blocks of 4 tokens, fewer than one batch of 4 on each of 3 processes: pass --batch-size 2 or less"),
         (2, 1, 3, "2 training blocks of 4 tokens, fewer than one batch of 1 on each of 3 processes: give more text"),
@@ -34,7 +44,9 @@ def blocks(train: int, validation: int = 0, ids: list[int] = (0, 2, 3, 1)) -> Pr
 def test_blocks_that_fill_no_batch_are_refused_with_the_batch_size_that_fits(count, batch, processes, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         check_blocks(blocks(count), blocks(count).train, PROTECTED, batch_size=batch, processes=processes)
-    check_blocks(blocks(batch * processes), blocks(1).train, PROTECTED, batch_size=batch, processes=processes)  # exactly one batch
+    check_blocks(
+        blocks(batch * processes), blocks(1).train, PROTECTED, batch_size=batch, processes=processes
+    )  # exactly one batch
 
 
 def test_evaluation_blocks_with_nothing_to_mask_are_refused():

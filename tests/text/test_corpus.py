@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokenmask.text import corpus
-from tokenmask.text.corpus import expand_paths, read_documents, read_texts
 from tokenmask.text.byte_checks import ReadStats
+from tokenmask.text.corpus import expand_paths, read_documents, read_texts
 
 TEXT = "first line\n\nsecond line\nthird\n"
 
@@ -87,9 +87,7 @@ def test_json_array_errors(tmp_path, content, message):
 
 def test_csv_reads_the_text_column(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_bytes(
-        b'id,text,label\n1,"hello, world\nsecond line",a\n2,,b\n3,123,c\n4,caf\xe9,d\n5,"say ""hi""",e\n'
-    )
+    path.write_bytes(b'id,text,label\n1,"hello, world\nsecond line",a\n2,,b\n3,123,c\n4,caf\xe9,d\n5,"say ""hi""",e\n')
     assert list(read_documents([path])) == ["hello, world\nsecond line", "", "123", "caf\ufffd", 'say "hi"']
     assert list(read_documents([path], text_field="label")) == ["a", "b", "c", "d", "e"]
     with pytest.raises(ValueError, match="no 'body' column or field; there are: 'id', 'text', 'label'"):
@@ -209,13 +207,23 @@ def test_read_records_gives_the_chosen_columns_of_every_format(tmp_path, dataset
     datasets_quiet.Dataset.from_list(rows).save_to_disk(str(tmp_path / "r_data"))
     typed = [{"text": "a", "label": 1}, {"text": "b", "label": None}]
     as_strings = [{"text": "a", "label": "1"}, {"text": "b", "label": ""}]  # CSV keeps strings; empty is ""
-    for name, expected in [("r.jsonl", typed), ("r.json", typed), ("r.parquet", typed), ("r_data", typed),
-                           ("r.csv", as_strings), ("r.tsv", as_strings)]:
+    for name, expected in [
+        ("r.jsonl", typed),
+        ("r.json", typed),
+        ("r.parquet", typed),
+        ("r_data", typed),
+        ("r.csv", as_strings),
+        ("r.tsv", as_strings),
+    ]:
         got = list(corpus.read_records([tmp_path / name], ["text", "label"]))
         assert [record for _, record in got] == expected, name
     wheres = [where for where, _ in corpus.read_records([tmp_path / "r.jsonl", tmp_path / "r.csv"], ["text"])]
-    assert wheres == [f"{tmp_path / 'r.jsonl'}:1", f"{tmp_path / 'r.jsonl'}:2",
-                      f"{tmp_path / 'r.csv'}: row 1", f"{tmp_path / 'r.csv'}: row 2"]
+    assert wheres == [
+        f"{tmp_path / 'r.jsonl'}:1",
+        f"{tmp_path / 'r.jsonl'}:2",
+        f"{tmp_path / 'r.csv'}: row 1",
+        f"{tmp_path / 'r.csv'}: row 2",
+    ]
 
 
 def test_read_records_names_the_missing_column_and_rejects_text_files(tmp_path):
@@ -225,7 +233,7 @@ def test_read_records_names_the_missing_column_and_rejects_text_files(tmp_path):
     (tmp_path / "t.txt").write_text("a line\n", encoding="utf-8")
     with pytest.raises(ValueError, match="a text file has no columns"):
         list(corpus.read_records([tmp_path / "t.txt"], ["text"]))
-    (tmp_path / "r.jsonl").write_text("\"just a string\"\n", encoding="utf-8")
+    (tmp_path / "r.jsonl").write_text('"just a string"\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"r.jsonl:1: expected an object with the fields 'text'"):
         list(corpus.read_records([tmp_path / "r.jsonl"], ["text"]))
 

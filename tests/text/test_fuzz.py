@@ -23,10 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenmask import MaskingCollator
-from tokenmask.text.corpus import read_documents
-from tokenmask.text.byte_checks import ReadStats
 from tokenmask.blocks.build import corpus_blocks
 from tokenmask.masking import IGNORE_INDEX
+from tokenmask.text.byte_checks import ReadStats
+from tokenmask.text.corpus import read_documents
 
 FRAGMENTS = [
     b"\n", b"\r\n", b"\r", b"\x00", b" ", b"\t", b"text", b"word ", b",", b'"', b"'", b"[", b"]", b"{", b"}",
@@ -58,7 +58,9 @@ def read_or_refuse(content: bytes, suffix: str, read) -> list[str] | None:
 def test_random_bytes_read_as_text_or_fail_naming_the_file(content, suffix, boundary, strict, limit):
     stats = ReadStats()
     documents = read_or_refuse(
-        content, suffix, lambda path: list(read_documents([path], boundary=boundary, strict=strict, max_line_bytes=limit, stats=stats))
+        content,
+        suffix,
+        lambda path: list(read_documents([path], boundary=boundary, strict=strict, max_line_bytes=limit, stats=stats)),
     )
     if documents is None:
         return

@@ -13,7 +13,9 @@ FACTS = dict(
 
 
 def test_the_front_matter_is_yaml_the_hub_reads():
-    card = model_card(pipeline_tag="fill-mask", command="tokenmask pretrain c.txt --output runs/a", metrics={"loss": 1.0}, **FACTS)
+    card = model_card(
+        pipeline_tag="fill-mask", command="tokenmask pretrain c.txt --output runs/a", metrics={"loss": 1.0}, **FACTS
+    )
     head, body = card.split("---\n")[1:3]
     assert yaml.safe_load(head) == {
         "library_name": "transformers", "pipeline_tag": "fill-mask", "tags": ["tokenmask", "masked-language-modeling"],
@@ -23,7 +25,9 @@ def test_the_front_matter_is_yaml_the_hub_reads():
 
 
 def test_metrics_are_a_table_with_four_decimals():
-    card = model_card(pipeline_tag="fill-mask", command=None, metrics={"loss": 4.63125, "accuracy": 0.26, "targets": 2454}, **FACTS)
+    card = model_card(
+        pipeline_tag="fill-mask", command=None, metrics={"loss": 4.63125, "accuracy": 0.26, "targets": 2454}, **FACTS
+    )
     assert "| metric | value |\n|---|---|\n| loss | 4.6312 |\n| accuracy | 0.2600 |\n| targets | 2,454 |\n" in card
     assert "Trained through the Python API of tokenmask." in card  # no command line
 

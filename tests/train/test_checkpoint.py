@@ -27,7 +27,9 @@ from tokenmask.train.checkpoint import (
 @pytest.fixture(scope="module")
 def tiny(bert_tokenizer):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(bert_tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)
+    config = BertConfig(
+        vocab_size=len(bert_tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+    )
     return BertForMaskedLM(config), bert_tokenizer
 
 
@@ -138,7 +140,12 @@ def test_leftovers_of_a_killed_save_are_removed_or_restored(tiny, tmp_path):
     save(tmp_path / "best", tiny)
     save(tmp_path / "other", tiny).rename(tmp_path / ".best.previous-7")  # killed after the second rename
     done = remove_leftovers(tmp_path)
-    assert sorted(done) == [".best.previous-7", ".model.partial-123", ".model.previous-123 (restored as model)", ".step-4.partial-123"]
+    assert sorted(done) == [
+        ".best.previous-7",
+        ".model.partial-123",
+        ".model.previous-123 (restored as model)",
+        ".step-4.partial-123",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "model", "step-2"]
     assert verify_checkpoint(tmp_path / "model")["step"] == 4
     assert remove_leftovers(tmp_path) == []

@@ -57,8 +57,15 @@ def test_finetuning_on_two_processes_matches_one_process(tmp_path, reviews_csv, 
 
     torch.manual_seed(0)
     model = tmp_path / "tiny"
-    config = BertConfig(vocab_size=len(bert_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # comparable runs
+    config = BertConfig(
+        vocab_size=len(bert_tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )  # comparable runs
     BertForMaskedLM(config).save_pretrained(model)
     bert_tokenizer.save_pretrained(model)
     runs = {}

@@ -19,15 +19,25 @@ V = 120
 def tiny(kind: str):
     torch.manual_seed(0)
     if kind == "bert":
-        return BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64))
+        return BertForMaskedLM(
+            BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+        )
     if kind == "roberta":
-        return RobertaForMaskedLM(RobertaConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, pad_token_id=1))
+        return RobertaForMaskedLM(
+            RobertaConfig(
+                vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, pad_token_id=1
+            )
+        )
     if kind == "distilbert":
         return DistilBertForMaskedLM(DistilBertConfig(vocab_size=V, dim=32, n_layers=2, n_heads=2, hidden_dim=64))
     if kind == "modernbert":
         from transformers import ModernBertConfig, ModernBertForMaskedLM
 
-        return ModernBertForMaskedLM(ModernBertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, pad_token_id=0))
+        return ModernBertForMaskedLM(
+            ModernBertConfig(
+                vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, pad_token_id=0
+            )
+        )
     raise ValueError(kind)
 
 

@@ -16,7 +16,12 @@ def test_truncating_keeps_the_records_up_to_the_step_and_drops_a_half_line(tmp_p
         handle.write('{"step": 6, "lo')  # killed mid-write
     assert truncate_metrics(tmp_path, 4) == 2  # step 5 and the half line
     assert [(r["step"], "eval_loss" in r) for r in read_metrics(tmp_path)] == [
-        (1, False), (2, False), (2, True), (3, False), (4, False), (4, True)
+        (1, False),
+        (2, False),
+        (2, True),
+        (3, False),
+        (4, False),
+        (4, True),
     ]
     assert truncate_metrics(tmp_path, 4) == 0
     resumed = RunLog(tmp_path, append=True, tensorboard=False)

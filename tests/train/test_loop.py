@@ -8,17 +8,19 @@ import yaml
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
 from tokenmask.cli.main import main
-from tokenmask.train.checkpoint import STATE_FILE, checkpoint_folders, load_state
 from tokenmask.recipes.config import PretrainConfig
+from tokenmask.recipes.pretrain import pretrain
 from tokenmask.settings import build
+from tokenmask.train.checkpoint import STATE_FILE, checkpoint_folders, load_state
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.loop import backward_step
-from tokenmask.recipes.pretrain import pretrain
 
 
 def tiny_bert():
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+    model = BertForMaskedLM(
+        BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    )
     return model.eval()  # no dropout: runs must be comparable
 
 
@@ -71,8 +73,16 @@ def corpus(tmp_path_factory, lines):
 
 def config(corpus, output, **overrides):
     settings = dict(
-        output=str(output), corpus=(str(corpus),), preset="bert-tiny", max_steps=12, batch_size=8, eval_every=6,
-        eval_blocks=16, max_length=64, lr=2e-3, validation_share=0.1,
+        output=str(output),
+        corpus=(str(corpus),),
+        preset="bert-tiny",
+        max_steps=12,
+        batch_size=8,
+        eval_every=6,
+        eval_blocks=16,
+        max_length=64,
+        lr=2e-3,
+        validation_share=0.1,
     )
     settings.update(overrides)
     return build(PretrainConfig, settings)
@@ -105,8 +115,24 @@ def test_same_seed_same_run(corpus, tmp_path):
 
 def test_cli_pretrain_evaluate_fill(corpus, tmp_path, capsys):
     out = tmp_path / "cli"
-    argv = ["pretrain", str(corpus), "--output", str(out), "--max-steps", "8", "--batch-size", "8",
-            "--max-length", "64", "--eval-every", "4", "--eval-blocks", "8", "--strategy", "whole_word"]
+    argv = [
+        "pretrain",
+        str(corpus),
+        "--output",
+        str(out),
+        "--max-steps",
+        "8",
+        "--batch-size",
+        "8",
+        "--max-length",
+        "64",
+        "--eval-every",
+        "4",
+        "--eval-blocks",
+        "8",
+        "--strategy",
+        "whole_word",
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "trained 8 steps" in printed and "guesses:" in printed

@@ -55,7 +55,11 @@ def test_preset_builds_trains_sparse_and_round_trips(name, tmp_path):
     preset = PRESETS[name]
     assert type(model).__name__ == FAMILY_CLASS[preset.family]
     config = model.config
-    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (preset.layers, preset.hidden, preset.heads)
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (
+        preset.layers,
+        preset.hidden,
+        preset.heads,
+    )
     assert model.get_input_embeddings().num_embeddings == V and config.pad_token_id == pad_id
     assert split_masked_lm(model) is not None  # the sparse path is the one under test
     data = batch(pad_id)

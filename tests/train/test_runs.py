@@ -13,12 +13,12 @@ from safetensors.torch import load_file
 from transformers import BertConfig, BertForMaskedLM
 
 import tokenmask.train.runs as runs
+from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
+from tokenmask.recipes.pretrain import pretrain
+from tokenmask.settings import build
 from tokenmask.text.tokenizer import train_tokenizer
 from tokenmask.train.checkpoint import MANIFEST_FILE, STATE_FILE, save_checkpoint, verify_checkpoint
-from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
-from tokenmask.settings import build
 from tokenmask.train.config import LoopConfig
-from tokenmask.recipes.pretrain import pretrain
 from tokenmask.train.runs import check_output, clear_old_run, save_resumable
 
 
@@ -46,7 +46,9 @@ class Messages:
 @pytest.fixture(scope="module")
 def tiny(bert_tokenizer):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(bert_tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)
+    config = BertConfig(
+        vocab_size=len(bert_tokenizer), hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+    )
     return BertForMaskedLM(config), bert_tokenizer
 
 
@@ -204,7 +206,9 @@ def test_a_resume_refused_for_bad_input_leaves_the_log_and_checkpoints_whole(sma
 
 def test_resume_with_every_checkpoint_damaged_is_an_error_naming_each(small_run, tmp_path):
     config = copy_of(small_run, tmp_path)
-    reasons = [damage(tmp_path / "run" / "checkpoints" / f"step-{step}") for step, damage in ((6, truncate), (4, flip), (2, unlist))]
+    reasons = [
+        damage(tmp_path / "run" / "checkpoints" / f"step-{step}") for step, damage in ((6, truncate), (4, flip), (2, unlist))
+    ]
     with pytest.raises(ValueError, match="--resume: no valid checkpoint in") as error:
         pretrain(config)
     for step, reason in zip((6, 4, 2), reasons):
@@ -221,4 +225,10 @@ def test_resume_before_the_first_checkpoint_starts_from_the_beginning(small_run,
     result = pretrain(config, reporter)
     assert f"--resume: {tmp_path / 'run'} holds no checkpoint yet: starting from the beginning" in reporter.lines
     assert result.steps == 3
-    assert [(r["step"], "loss" in r) for r in records(tmp_path / "run")] == [(0, False), (1, True), (2, True), (3, True), (3, False)]
+    assert [(r["step"], "loss" in r) for r in records(tmp_path / "run")] == [
+        (0, False),
+        (1, True),
+        (2, True),
+        (3, True),
+        (3, False),
+    ]

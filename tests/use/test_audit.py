@@ -3,10 +3,10 @@
 import pytest
 
 from tokenmask import MaskingCollator
-from tokenmask.use.audit import Estimate, audit_masking, expected_unit_lengths
 from tokenmask.blocks.pack import pack_texts
-from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.masking import UnitConfig
+from tokenmask.text.resources import shakespeare_scenes
+from tokenmask.use.audit import Estimate, audit_masking, expected_unit_lengths
 
 
 def test_wilson_interval_hand_worked():

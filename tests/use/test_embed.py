@@ -10,8 +10,8 @@ from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertModel
 
 from tokenmask.cli.main import main
-from tokenmask.use.embed import embed_texts, load_encoder, load_index, mean_pool, save_index, search
 from tokenmask.train.models import build_model
+from tokenmask.use.embed import embed_texts, load_encoder, load_index, mean_pool, save_index, search
 
 TEXTS = [
     "To be, or not to be",
@@ -56,9 +56,7 @@ def test_mean_pool_hand_case():
 @pytest.mark.parametrize("max_length", [256, 8])  # 8 cuts the long texts: [CLS] + 6 tokens + [SEP]
 def test_vector_is_the_mean_over_non_special_unpadded_tokens(tiny_bert, bert_tokenizer, max_length):
     assert max(len(bert_tokenizer(text)["input_ids"]) for text in TEXTS) > 8
-    vectors = embed_texts(
-        tiny_bert, bert_tokenizer, TEXTS, batch_size=len(TEXTS), max_length=max_length, normalize=False
-    )
+    vectors = embed_texts(tiny_bert, bert_tokenizer, TEXTS, batch_size=len(TEXTS), max_length=max_length, normalize=False)
     assert vectors.shape == (len(TEXTS), 32) and vectors.dtype == np.float32
     for text, vector in zip(TEXTS, vectors):
         ids = bert_tokenizer(text, truncation=True, max_length=max_length)["input_ids"]
@@ -90,9 +88,7 @@ def test_normalize_gives_unit_rows_in_the_same_direction(tiny_bert, bert_tokeniz
 
 def test_progress_counts_texts_and_empty_input_gives_no_rows(tiny_bert, bert_tokenizer):
     calls = []
-    embed_texts(
-        tiny_bert, bert_tokenizer, TEXTS, batch_size=3, progress=lambda done, total: calls.append((done, total))
-    )
+    embed_texts(tiny_bert, bert_tokenizer, TEXTS, batch_size=3, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(3, 7), (6, 7), (7, 7)]
     assert embed_texts(tiny_bert, bert_tokenizer, []).shape == (0, 32)
 
@@ -193,9 +189,7 @@ def saved_masked_lm(folder, preset, tokenizer):
 @pytest.mark.parametrize(
     "preset, tokenizer_name", [("bert-tiny", "bert"), ("roberta-tiny", "roberta"), ("modernbert-tiny", "bert")]
 )
-def test_a_masked_lm_folder_loads_as_its_trained_encoder(
-    preset, tokenizer_name, tmp_path, bert_tokenizer, roberta_tokenizer
-):
+def test_a_masked_lm_folder_loads_as_its_trained_encoder(preset, tokenizer_name, tmp_path, bert_tokenizer, roberta_tokenizer):
     tokenizer = {"bert": bert_tokenizer, "roberta": roberta_tokenizer}[tokenizer_name]
     masked_lm = saved_masked_lm(tmp_path, preset, tokenizer)
     encoder, loaded_tokenizer = load_encoder(tmp_path, device="cpu")
@@ -218,14 +212,10 @@ def test_roberta_position_limit_counts_the_padding_offset(tmp_path, roberta_toke
 def test_folders_that_are_no_encoder_checkpoint_are_refused(tmp_path, bert_tokenizer):
     run = tmp_path / "run"
     saved_masked_lm(run / "model", "bert-tiny", bert_tokenizer)
-    with pytest.raises(
-        ValueError, match=r"no config.json, not a Hugging Face model folder \(did you mean .*run/model\?\)"
-    ):
+    with pytest.raises(ValueError, match=r"no config.json, not a Hugging Face model folder \(did you mean .*run/model\?\)"):
         load_encoder(run)
     no_tokenizer = tmp_path / "bare"
-    build_model("bert-tiny", vocab_size=len(bert_tokenizer), max_length=64, pad_token_id=0).save_pretrained(
-        no_tokenizer
-    )
+    build_model("bert-tiny", vocab_size=len(bert_tokenizer), max_length=64, pad_token_id=0).save_pretrained(no_tokenizer)
     with pytest.raises(ValueError, match="no tokenizer files"):
         load_encoder(no_tokenizer)
     # a checkpoint missing a layer would embed with random weights there
@@ -289,17 +279,13 @@ def tiny_folder(tmp_path_factory, bert_tokenizer):
 @pytest.fixture
 def texts_file(tmp_path):
     path = tmp_path / "texts.txt"
-    path.write_text(
-        "\n".join(TEXTS[:3]) + "\n\n" + "\n".join(TEXTS[3:]) + "\n", encoding="utf-8"
-    )  # a blank line: skipped
+    path.write_text("\n".join(TEXTS[:3]) + "\n\n" + "\n".join(TEXTS[3:]) + "\n", encoding="utf-8")  # a blank line: skipped
     return path
 
 
 def test_embed_then_search_end_to_end(tiny_folder, texts_file, tmp_path, capsys):
     index = tmp_path / "emb.npy"
-    assert (
-        main(["embed", str(tiny_folder), "--input", str(texts_file), "--output", str(index), "--batch-size", "3"]) == 0
-    )
+    assert main(["embed", str(tiny_folder), "--input", str(texts_file), "--output", str(index), "--batch-size", "3"]) == 0
     assert "embedded 7 texts into unit-length 128-dim vectors" in capsys.readouterr().out
     vectors = np.load(index, allow_pickle=False)
     assert vectors.shape == (7, 128) and vectors.dtype == np.float32

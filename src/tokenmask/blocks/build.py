@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
-from tokenmask.blocks.pack import BlockPacker, PackingCounts, batched, encode_documents, frame_ids
 from tokenmask.blocks.cache import (
     cache_key,
     default_cache_root,
@@ -30,13 +29,13 @@ from tokenmask.blocks.cache import (
     texts_fingerprint,
     tokenizer_fingerprint,
 )
-from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents, read_texts
-from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
 from tokenmask.blocks.config import BlocksConfig
+from tokenmask.blocks.pack import BlockPacker, PackingCounts, batched, encode_documents, frame_ids
 from tokenmask.blocks.progress import EncodingProgress
+from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
 from tokenmask.text.config import ReadingConfig
+from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents, read_texts
 from tokenmask.text.resources import shakespeare_scenes
-
 
 _META = "meta.json"
 _SIDES = ("train", "validation")
@@ -153,8 +152,15 @@ def build_blocks(
         key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
     total = len(texts) if isinstance(texts, Sized) else None
     return _cached_or_built(
-        lambda: iter(texts), tokenizer, key=key, root=_root(cache_dir), block_length=block_length,
-        validation_share=validation_share, progress=progress, total=total, batch_size=batch_size,
+        lambda: iter(texts),
+        tokenizer,
+        key=key,
+        root=_root(cache_dir),
+        block_length=block_length,
+        validation_share=validation_share,
+        progress=progress,
+        total=total,
+        batch_size=batch_size,
     )
 
 
@@ -203,9 +209,16 @@ def corpus_blocks(
     stats = ReadStats()
     reading = dict(boundary=boundary, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
     return _cached_or_built(
-        lambda: read_documents(sources, **reading, stats=stats), tokenizer,
-        key=key, root=_root(cache_dir), block_length=block_length, validation_share=validation_share,
-        progress=progress, total=None, batch_size=batch_size, stats=stats,
+        lambda: read_documents(sources, **reading, stats=stats),
+        tokenizer,
+        key=key,
+        root=_root(cache_dir),
+        block_length=block_length,
+        validation_share=validation_share,
+        progress=progress,
+        total=None,
+        batch_size=batch_size,
+        stats=stats,
     )
 
 
@@ -278,8 +291,16 @@ def _cached_or_built(
     staging = staging_folder(entry.parent if entry is not None else None)
     try:
         with EncodingProgress(enabled=_show_progress(progress), total=total) as bar:
-            _write_entry(documents(), tokenizer, staging, block_length=block_length, validation_share=validation_share,
-                         batch_size=batch_size, progress=bar, stats=stats or ReadStats())
+            _write_entry(
+                documents(),
+                tokenizer,
+                staging,
+                block_length=block_length,
+                validation_share=validation_share,
+                batch_size=batch_size,
+                progress=bar,
+                stats=stats or ReadStats(),
+            )
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -35,9 +35,7 @@ def frame_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int | None, int | Non
     return start, separator
 
 
-def encode_documents(
-    texts: list[str], tokenizer: PreTrainedTokenizerBase
-) -> list[tuple[list[int], list[int | None]]]:
+def encode_documents(texts: list[str], tokenizer: PreTrainedTokenizerBase) -> list[tuple[list[int], list[int | None]]]:
     """One batch of texts to ``(ids, word ids)`` pairs, without special tokens.
 
     A fast tokenizer encodes the batch in parallel (Rust threads, unless

@@ -43,9 +43,9 @@ def _masking_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_mask(args: argparse.Namespace) -> int:
+    from tokenmask.cli.render import masked_examples, print_masked
     from tokenmask.text.corpus import read_texts
     from tokenmask.text.resources import sample_text
-    from tokenmask.cli.render import masked_examples, print_masked
 
     if args.text and args.file:
         raise ValueError("give TEXT or --file, not both")
@@ -69,12 +69,12 @@ def cmd_mask(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from tokenmask.use.audit import audit_masking
-    from tokenmask.blocks.pack import pack_texts
-    from tokenmask.text.corpus import read_texts
     from tokenmask.blocks.encode import encode_lazily
-    from tokenmask.text.resources import shakespeare_scenes
+    from tokenmask.blocks.pack import pack_texts
     from tokenmask.cli.render import print_audit
+    from tokenmask.text.corpus import read_texts
+    from tokenmask.text.resources import shakespeare_scenes
+    from tokenmask.use.audit import audit_masking
 
     collator = _collator(args)
     texts = read_texts(args.corpus, text_field=args.text_field) if args.corpus else shakespeare_scenes()
@@ -121,10 +121,9 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     from tokenmask.cli.render import ProgressReporter
+    from tokenmask.recipes.config import FinetuneConfig
     from tokenmask.recipes.finetune import BEST_FOLDER, CONFUSION_FILE, RESULTS_FILE, finetune
     from tokenmask.use.metrics import format_confusion
-
-    from tokenmask.recipes.config import FinetuneConfig
 
     config = _with_output(config_from(FinetuneConfig, args, config_file=args.config))
     with ProgressReporter() as reporter:
@@ -134,7 +133,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     final = result.final.metrics()
     shown = ", ".join(f"{name} {value:.4f}" for name, value in final.items())
     print(f"fine-tuned {result.steps:,} steps in {result.seconds / 60:.1f} min; validation at step {result.final_step}: {shown}")
-    print(f"best {result.metric} {result.best[result.metric]:.4f} at step {result.best_step} (model in {result.output}/{BEST_FOLDER})")
+    print(
+        f"best {result.metric} {result.best[result.metric]:.4f} at step {result.best_step} (model in {result.output}/{BEST_FOLDER})"
+    )
     print(f"confusion matrix (validation, step {result.final_step}):")
     print(format_confusion(result.final.scores.confusion, result.labels))
     print(
@@ -156,7 +157,6 @@ def _rates(value: Any) -> list[float]:
 def cmd_compare_augment(args: argparse.Namespace) -> int:
     from tokenmask.cli.render import ProgressReporter
     from tokenmask.recipes.compare import COMPARE_FILE, COMPARE_PLOT, compare_augment
-
     from tokenmask.recipes.config import FinetuneConfig
 
     requested = requested_settings(FinetuneConfig, args, config_file=args.config)

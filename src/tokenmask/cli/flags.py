@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tokenmask.settings import Leaf, build, converted, leaves, nested_type as _nested_type
+from tokenmask.settings import Leaf, build, converted, leaves
+from tokenmask.settings import nested_type as _nested_type
 
 
 def add_settings(parser: argparse.ArgumentParser, config_type: type, *, title: str, defaults: Any = None) -> None:

@@ -48,7 +48,9 @@ def _add_masking(command: argparse.ArgumentParser) -> None:
 
 def _config_file(command: argparse.ArgumentParser) -> None:
     command.add_argument(
-        "--config", type=Path, help="YAML file of settings (flag names as keys, e.g. a run's OUTPUT/config.yaml); flags override it"
+        "--config",
+        type=Path,
+        help="YAML file of settings (flag names as keys, e.g. a run's OUTPUT/config.yaml); flags override it",
     )
 
 
@@ -144,11 +146,16 @@ def _fill(verbs) -> None:
 def _encoder_arguments(command: argparse.ArgumentParser) -> None:
     """The model and text flags that ``embed`` and ``search`` share (they must agree)."""
     command.add_argument(
-        "model", metavar="MODEL", help="checkpoint folder (e.g. OUTPUT/model of pretrain, any Hugging Face encoder or masked-LM), or minilm"
+        "model",
+        metavar="MODEL",
+        help="checkpoint folder (e.g. OUTPUT/model of pretrain, any Hugging Face encoder or masked-LM), or minilm",
     )
     command.add_argument("--text-field", default="text", help="text field / column of JSON, CSV, Parquet records (default: text)")
     command.add_argument(
-        "--max-length", type=int, default=256, help="tokens per text at most, special tokens included; longer texts are cut (default: 256)"
+        "--max-length",
+        type=int,
+        default=256,
+        help="tokens per text at most, special tokens included; longer texts are cut (default: 256)",
     )
 
 
@@ -165,7 +172,10 @@ def _embed(verbs) -> None:
     embed.add_argument("--input", nargs="+", required=True, metavar="FILE", help=_TEXTS_HELP)
     embed.add_argument("--output", type=Path, required=True, help="the .npy file to write (exactly this name)")
     embed.add_argument(
-        "--batch-size", type=int, default=32, help="texts per forward pass; texts are sorted by length so batches pad little (default: 32)"
+        "--batch-size",
+        type=int,
+        default=32,
+        help="texts per forward pass; texts are sorted by length so batches pad little (default: 32)",
     )
     embed.add_argument(
         "--normalize", action=argparse.BooleanOptionalAction, default=True,

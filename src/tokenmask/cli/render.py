@@ -10,11 +10,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tokenmask.use.audit import Estimate, MaskingAudit
-from tokenmask.collate.collator import MaskingCollator
 from tokenmask.blocks.encode import encode_texts
+from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import Shard
 from tokenmask.masking import Outcome
+from tokenmask.use.audit import Estimate, MaskingAudit
 
 OUTCOME_NAMES = {Outcome.NONE: "none", Outcome.MASK: "mask", Outcome.RANDOM: "random", Outcome.KEEP: "keep"}
 _STYLES = {"mask": "bold white on red", "random": "bold black on yellow", "keep": "bold black on green"}
@@ -54,7 +54,7 @@ def print_masked(examples: Sequence[dict[str, Any]], console: Console | None = N
         legend.append(f" {name} ", style=style)
         legend.append(" ")
     console.print(legend if not plain else "targets marked below the input: M mask, R random, K keep")
-    counts = {name: 0 for name in _STYLES}
+    counts = dict.fromkeys(_STYLES, 0)
     room = max(20, console.width - 12)
     for example in examples:
         console.print()
@@ -73,9 +73,7 @@ def print_masked(examples: Sequence[dict[str, Any]], console: Console | None = N
                     counts[cell[2]] += 1
     total = sum(counts.values())
     tokens = sum(len(e["tokens"]) for e in examples)
-    console.print(
-        f"\n{total} targets in {tokens} tokens: " + ", ".join(f"{n} {name}" for name, n in counts.items())
-    )
+    console.print(f"\n{total} targets in {tokens} tokens: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
 
 
 def _print_pair(console: Console, cells: list[tuple[str, str, str]], plain: bool) -> None:
@@ -103,7 +101,9 @@ def _estimate_row(estimate: Estimate) -> list[str]:
 def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
     """Tables of rates and unit lengths with 99% intervals; the must-be-zero counts."""
     console = console or Console(highlight=False)
-    console.print(f"{audit.sequences:,} sequences, {audit.tokens:,} tokens, {audit.eligible:,} eligible, {audit.targets:,} targets")
+    console.print(
+        f"{audit.sequences:,} sequences, {audit.tokens:,} tokens, {audit.eligible:,} eligible, {audit.targets:,} targets"
+    )
     sections = (
         ("selection (of eligible tokens) and corruption (of targets)", audit.estimates()),
         (f"lengths of selected units, in {audit.unit_length_kind}", audit.length_estimates()),
@@ -115,7 +115,10 @@ def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
         for estimate in estimates:
             table.add_row(*_estimate_row(estimate))
         console.print(table)
-    for label, value in (("special tokens selected", audit.special_targets), ("protected ids drawn as random replacements", audit.protected_draws)):
+    for label, value in (
+        ("special tokens selected", audit.special_targets),
+        ("protected ids drawn as random replacements", audit.protected_draws),
+    ):
         mark = "[green]ok[/]" if value == 0 else "[red]ERROR[/]"
         console.print(f"{label}: {value} (must be 0) {mark}")
     console.print(

@@ -220,9 +220,7 @@ def augment_text(
     return _replace_targets(text, encoding["offset_mapping"], targets, groups, tokenizer.mask_token)
 
 
-def _replace_targets(
-    text: str, offsets: list[tuple[int, int]], targets: list[bool], groups: list[int], mask_token: str
-) -> str:
+def _replace_targets(text: str, offsets: list[tuple[int, int]], targets: list[bool], groups: list[int], mask_token: str) -> str:
     """``text`` with one ``mask_token`` in place of each run of target tokens of one group (a word).
 
     ``"the quick fox"``, targets at the tokens of "quick" (one group) -> ``"the [MASK] fox"``.

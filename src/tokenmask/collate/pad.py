@@ -122,9 +122,7 @@ def spans_to_array(spans: Sequence[Any], lengths: np.ndarray, name: str) -> np.n
         bad = (array[:, 0] < 0) | (array[:, 1] <= array[:, 0]) | (array[:, 1] > length)
         if bad.any():
             start, end = array[bad][0].tolist()
-            raise ValueError(
-                f"{name} [{start}, {end}) of example {row} is outside it: need 0 <= start < end <= {length}"
-            )
+            raise ValueError(f"{name} [{start}, {end}) of example {row} is outside it: need 0 <= start < end <= {length}")
         arrays.append(array)
     out = np.full((len(arrays), max(1, max(len(a) for a in arrays)), 2), -1, dtype=np.int64)
     for row, array in enumerate(arrays):
@@ -177,9 +175,7 @@ class PaddedBatch:
     extras: dict[str, Any]
 
 
-CONSUMED_KEYS = frozenset(
-    {"input_ids", "attention_mask", "special_tokens_mask", "word_ids", "id", "idx"}
-)
+CONSUMED_KEYS = frozenset({"input_ids", "attention_mask", "special_tokens_mask", "word_ids", "id", "idx"})
 
 
 def pad_examples(
@@ -256,9 +252,11 @@ def collate_extras(
         first = values[0]
         if all(isinstance(v, (int, float, bool, np.integer, np.floating)) for v in values):
             out[key] = torch.tensor(values)
-        elif all(isinstance(v, (list, tuple, np.ndarray, torch.Tensor)) for v in values) and all(
-            len(v) == n for v, n in zip(values, lengths)
-        ) and not isinstance(first, (str, bytes)):
+        elif (
+            all(isinstance(v, (list, tuple, np.ndarray, torch.Tensor)) for v in values)
+            and all(len(v) == n for v, n in zip(values, lengths))
+            and not isinstance(first, (str, bytes))
+        ):
             try:
                 out[key] = torch.from_numpy(pad_rows(values, lengths, width, sequence_fills.get(key, 0)))
             except (TypeError, ValueError):

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from tokenmask.text.corpus import JSON_SUFFIXES, expand_paths, read_records
-from tokenmask.text.byte_checks import ReadStats, TextChecks
 from tokenmask.blocks.build import is_validation
+from tokenmask.text.byte_checks import ReadStats, TextChecks
+from tokenmask.text.corpus import JSON_SUFFIXES, expand_paths, read_records
 from tokenmask.text.resources import rotten_tomatoes_csv
 from tokenmask.text.tabular import csv_records
 
@@ -378,4 +378,3 @@ class SideCounts:
         shares = ", ".join(f"{label} {n:,} ({n / total:.1%})" for label, n in self.labels.items())
         groups = "" if self.groups is None else f" ({self.groups:,} groups)"
         return f"{self.examples:,} examples{groups}; {shares}"
-

@@ -135,7 +135,7 @@ def unit_float(words: np.ndarray) -> np.ndarray:
 
 def threshold32(probability: float) -> int:
     """The integer ``t`` with ``P(x < t) = probability`` for uniform 32-bit ``x``, up to 2^-32."""
-    return int(round(probability * (1 << 32)))
+    return round(probability * (1 << 32))
 
 
 def content_ids(input_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -151,7 +151,7 @@ def content_ids(input_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     Returns:
         ``(B,)`` int64.
     """
-    batch, width = input_ids.shape
+    _batch, width = input_ids.shape
     words = as_uint64(input_ids) * _MUL1
     words += _position_offsets(np.arange(width))
     words = mix64(words)

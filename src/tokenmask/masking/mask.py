@@ -83,8 +83,7 @@ def eligible_positions(
     """
     if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= vocab.size):
         raise ValueError(
-            f"input_ids must lie in [0, {vocab.size}) (the vocabulary); "
-            f"got values in [{input_ids.min()}, {input_ids.max()}]"
+            f"input_ids must lie in [0, {vocab.size}) (the vocabulary); got values in [{input_ids.min()}, {input_ids.max()}]"
         )
     blocked = vocab.protected.take(input_ids)
     if special_tokens_mask is not None:
@@ -123,9 +122,7 @@ def build_units(
     if strategy == "whole_word":
         return words
     if strategy == "span":
-        return units_lib.span_units(
-            words, keys, geometric_p=unit_config.span_geometric_p, max_words=unit_config.span_max_words
-        )
+        return units_lib.span_units(words, keys, geometric_p=unit_config.span_geometric_p, max_words=unit_config.span_max_words)
     return units_lib.ngram_units(words, keys, max_n=unit_config.ngram_max_n)
 
 
@@ -188,9 +185,7 @@ def mask_tokens(
     )
 
 
-def _ids_and_keys(
-    input_ids: torch.Tensor, example_ids: torch.Tensor, *, seed: int, epoch: int
-) -> tuple[np.ndarray, RowKeys]:
+def _ids_and_keys(input_ids: torch.Tensor, example_ids: torch.Tensor, *, seed: int, epoch: int) -> tuple[np.ndarray, RowKeys]:
     """The ``(B, T)`` int64 ids as numpy, and each row's keys.
 
     Raises:

@@ -17,9 +17,7 @@ from tokenmask.masking.units import spread_from_starts, token_units, unit_starts
 _NO_KEY = np.int64(1 << 40)  # sorts after every 32-bit key
 
 
-def select_tokens(
-    eligible: np.ndarray, select_keys: np.ndarray, selection: SelectionConfig
-) -> np.ndarray:
+def select_tokens(eligible: np.ndarray, select_keys: np.ndarray, selection: SelectionConfig) -> np.ndarray:
     """:func:`select_units` for the token strategy (each eligible token its own unit), faster.
 
     Same result as ``select_units(token_units(eligible), select_keys, selection)``.
@@ -39,9 +37,7 @@ def select_tokens(
     return targets
 
 
-def select_units(
-    units: np.ndarray, select_keys: np.ndarray, selection: SelectionConfig
-) -> np.ndarray:
+def select_units(units: np.ndarray, select_keys: np.ndarray, selection: SelectionConfig) -> np.ndarray:
     """Choose target units and return the target mask.
 
     Args:

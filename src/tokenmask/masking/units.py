@@ -109,7 +109,7 @@ def group_words(words: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     ``words = [[-1, 0, 1, 1, 2, 3, -1]]``, ``lengths = [[3, 1, 1, 1]]``
     ``->  [[-1, 0, 0, 0, 0, 1, -1]]``
     """
-    batch, width = words.shape
+    batch, _width = words.shape
     n_words = lengths.shape[1]
     if n_words == 0:
         return words.copy()
@@ -134,9 +134,7 @@ def group_words(words: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.where(words >= 0, np.take_along_axis(group_of_word, safe, axis=1), NO_UNIT)
 
 
-def span_units(
-    words: np.ndarray, keys: RowKeys, *, geometric_p: float = 0.2, max_words: int = 10
-) -> np.ndarray:
+def span_units(words: np.ndarray, keys: RowKeys, *, geometric_p: float = 0.2, max_words: int = 10) -> np.ndarray:
     """SpanBERT spans: consecutive whole words, lengths ~ Geometric(p) clipped to ``max_words``.
 
     The row's words are cut into consecutive spans of i.i.d. lengths; selecting spans
@@ -187,7 +185,5 @@ def given_units(spans: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     marker[rows[valid], starts[valid]] = span_index[valid]
     latest = np.maximum.accumulate(marker, axis=1)  # (B, T) last span started at or before t
     padded_ends = np.where(valid, ends, 0)
-    inside = (latest >= 0) & (
-        np.arange(width)[None, :] < np.take_along_axis(padded_ends, np.maximum(latest, 0), axis=1)
-    )
+    inside = (latest >= 0) & (np.arange(width)[None, :] < np.take_along_axis(padded_ends, np.maximum(latest, 0), axis=1))
     return np.where(inside & eligible, latest, NO_UNIT)

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from tokenmask.labelled.align import Task
 from tokenmask.labelled.examples import LabelVocab
 from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.train.models import LoadedModel, quiet_load_report, resolve_checkpoint, saved_tokenizer
 from tokenmask.use.evaluate import evaluating, tensors_on
 from tokenmask.use.metrics import ClassScores, SpanScores, class_scores, span_scores
-from tokenmask.train.models import LoadedModel, quiet_load_report, resolve_checkpoint, saved_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -110,9 +110,7 @@ def classifier_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) 
     divides by the number of the others.
     """
     logits = model(**model_inputs(batch)).logits  # (B, C) or (B, T, C)
-    return F.cross_entropy(
-        logits.flatten(0, -2).float(), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
-    )
+    return F.cross_entropy(logits.flatten(0, -2).float(), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
 
 
 @dataclass(frozen=True)
@@ -155,7 +153,9 @@ class Evaluation:
 
 
 @torch.no_grad()
-def evaluate_classifier(model: torch.nn.Module, batches: Sequence[dict[str, Any]], *, task: Task, labels: LabelVocab) -> Evaluation:
+def evaluate_classifier(
+    model: torch.nn.Module, batches: Sequence[dict[str, Any]], *, task: Task, labels: LabelVocab
+) -> Evaluation:
     """Loss and scores of ``model`` on collated, unaugmented batches (the model's mode is restored).
 
     For token labelling, only the positions with a label (the first piece of each word) are

@@ -18,8 +18,8 @@ from typing import Any
 
 from tokenmask.recipes.classifier import load_classifier_tokenizer
 from tokenmask.recipes.config import FinetuneConfig
-from tokenmask.settings import flatten
 from tokenmask.recipes.finetune import finetune, load_finetune_data
+from tokenmask.settings import flatten
 from tokenmask.train.loop import QuietReporter, Reporter
 
 COMPARE_FILE = "compare.json"
@@ -127,7 +127,9 @@ def compare_augment(
             reporter.message(f"rate {rate:g}, seed {seed}: {config.metric} {values[-1]:.4f} after {result.steps} steps")
         summaries.append(RateSummary.of(rate, values))
     comparison = AugmentComparison(metric=config.metric, summaries=tuple(summaries), output=str(output))
-    (output / COMPARE_FILE).write_text(json.dumps({**comparison.to_dict(), "config": flatten(config)}, indent=2), encoding="utf-8")
+    (output / COMPARE_FILE).write_text(
+        json.dumps({**comparison.to_dict(), "config": flatten(config)}, indent=2), encoding="utf-8"
+    )
     plot_comparison(comparison, output / COMPARE_PLOT)
     return comparison
 

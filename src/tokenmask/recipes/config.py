@@ -19,7 +19,6 @@ from tokenmask.train.config import LoopConfig
 from tokenmask.train.models import PRESETS
 
 
-
 @dataclass(frozen=True)
 class PretrainConfig:
     """What to pre-train, on what, for how long, with which masking.
@@ -44,7 +43,9 @@ class PretrainConfig:
         "else bert-base-uncased); with --init, it must have the model's vocabulary",
     )
     preset: str = setting("modernbert-tiny", help="model size when training from scratch", choices=tuple(PRESETS))
-    init: str | None = setting(None, help="continue from this local checkpoint folder, or 'minilm' (all-MiniLM-L6-v2, new MLM head)")
+    init: str | None = setting(
+        None, help="continue from this local checkpoint folder, or 'minilm' (all-MiniLM-L6-v2, new MLM head)"
+    )
     eval_blocks: int = setting(128, help="validation blocks used per evaluation", ge=1)
     dupe_factor: int | None = setting(
         None, help="static masking: only this many different masks per block, reused in turn (none = new masks every epoch)", ge=1
@@ -55,7 +56,9 @@ class PretrainConfig:
     eval_mlm_probability: float = setting(
         0.15, help="masking rate of the fixed evaluation masks (the same for every recipe, so runs compare)", gt=0.0, le=1.0
     )
-    num_workers: int = setting(0, help="DataLoader worker processes that collate and mask batches (0 = in the training process)", ge=0)
+    num_workers: int = setting(
+        0, help="DataLoader worker processes that collate and mask batches (0 = in the training process)", ge=0
+    )
 
     def __post_init__(self) -> None:
         check(self)
@@ -104,10 +107,16 @@ class FinetuneConfig:
     group_by: str | None = setting(
         None, help="column naming each example's group (a movie, an author): the split keeps every group on one side"
     )
-    validation_share: float = setting(0.1, help="share of the examples (or groups) held out when no --eval is given", gt=0.0, lt=0.5)
-    max_length: int = setting(128, help="tokens per example at most, special tokens included; longer ones are cut (and counted)", ge=8)
+    validation_share: float = setting(
+        0.1, help="share of the examples (or groups) held out when no --eval is given", gt=0.0, lt=0.5
+    )
+    max_length: int = setting(
+        128, help="tokens per example at most, special tokens included; longer ones are cut (and counted)", ge=8
+    )
     epochs: int | None = setting(None, help="stop after this many passes over the training examples", ge=1)
-    patience: int = setting(3, help="warn when validation loss rose while training loss fell this many evaluations in a row", ge=1)
+    patience: int = setting(
+        3, help="warn when validation loss rose while training loss fell this many evaluations in a row", ge=1
+    )
     best_metric: str | None = setting(
         None,
         help="keep the checkpoint best by this metric in OUTPUT/best (default: macro_f1, or span_f1 for tokens)",
@@ -117,7 +126,9 @@ class FinetuneConfig:
         0.0, help="share of training tokens replaced by [MASK], labels kept (0 = off; never at evaluation)", ge=0.0, lt=1.0
     )
     augment_strategy: Literal["token", "whole_word"] = setting("token", help="mask single tokens or whole words")
-    augment_adaptive: bool = setting(False, help="halve the augmentation rate each time the divergence warning fires (off below 0.01)")
+    augment_adaptive: bool = setting(
+        False, help="halve the augmentation rate each time the divergence warning fires (off below 0.01)"
+    )
 
     def __post_init__(self) -> None:
         check(self)

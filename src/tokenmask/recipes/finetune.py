@@ -24,7 +24,7 @@ import torch
 from accelerate.utils import extract_model_from_parallel
 
 from tokenmask.collate.augment import MaskingAugmenter
-from tokenmask.text.byte_checks import ReadStats
+from tokenmask.collate.stream import Shard
 from tokenmask.labelled.align import FinetuneData, prepare_finetune_data
 from tokenmask.labelled.examples import (
     LabelledText,
@@ -34,9 +34,7 @@ from tokenmask.labelled.examples import (
     rotten_tomatoes,
 )
 from tokenmask.labelled.sampler import LengthGroupedBatches
-from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.train.checkpoint import load_state, save_model
 from tokenmask.recipes.classifier import (
     Evaluation,
     classifier_loss_sum,
@@ -46,13 +44,15 @@ from tokenmask.recipes.classifier import (
 )
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.recipes.run_cards import FinetuneCards, tokens_at
+from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
 from tokenmask.settings import flatten
+from tokenmask.text.byte_checks import ReadStats
+from tokenmask.train.checkpoint import load_state, save_model
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import Job, QuietReporter, Reporter, train
-from tokenmask.use.metrics import plot_confusion
 from tokenmask.train.models import check_fits
-from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
+from tokenmask.use.metrics import plot_confusion
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -358,7 +358,9 @@ def finetune(
     reporter.message(describe(config))
     reporter.message(data.describe())
     if not any(np.any(np.asarray(e["labels"]) != IGNORE_INDEX) for e in data.validation):
-        raise ValueError("no labelled validation example to evaluate on: every tagged word lost its tokens (cut at --max-length?)")
+        raise ValueError(
+            "no labelled validation example to evaluate on: every tagged word lost its tokens (cut at --max-length?)"
+        )
     tracker, card = _Tracker(config), FinetuneCards(config, data, command)
 
     def build(checkpoint: Path | None, shard: Shard) -> Job:

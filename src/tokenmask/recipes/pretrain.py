@@ -15,16 +15,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenmask.collate.collator import MaskingCollator
 from tokenmask.blocks.build import PretrainBlocks, load_blocks
-from tokenmask.settings import flatten
+from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
-from tokenmask.text.token_tables import require_mask_token
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.recipes.run_cards import pretrain_card
-from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
+from tokenmask.settings import flatten
+from tokenmask.text.token_tables import require_mask_token
 from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, mlm_loss_sum, train
 from tokenmask.train.models import build_model, load_model_with_notes, paired_tokenizer
+from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
 
 def masking_rate(config: PretrainConfig, step: int, horizon: int | None) -> float:
@@ -78,7 +78,9 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         loaded = load_model_with_notes(checkpoint or config.init, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
         model, notes = loaded.model.train(), loaded.notes
     else:
-        model = build_model(config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id)
+        model = build_model(
+            config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
+        )
     blocks = load_blocks(config.corpus, tokenizer, reading=config.reading, blocks=config.blocks)
     for line in (blocks.describe(), *notes):
         reporter.message(line)

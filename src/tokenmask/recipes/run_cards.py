@@ -56,7 +56,9 @@ class FinetuneCards:
 
     def final(self, steps: int, tokens: int, metrics: dict[str, float]) -> str:
         """The card of OUTPUT/model: ``metrics`` of the last evaluation, after ``steps``."""
-        return self._text(Path(self.config.loop.output) / "model", steps, tokens, metrics, f"At step {steps:,}, the end of the run")
+        return self._text(
+            Path(self.config.loop.output) / "model", steps, tokens, metrics, f"At step {steps:,}, the end of the run"
+        )
 
     def best(self, folder: Path, step: int, tokens: int, metrics: dict[str, float]) -> str:
         """The card of ``folder`` (OUTPUT/best): the best evaluation so far, at ``step``."""

@@ -15,7 +15,8 @@ class ReadingConfig:
     """The keywords of :func:`~tokenmask.text.corpus.read_documents`, declared once for every command that reads a corpus."""
 
     document_boundary: DocumentBoundary = setting(
-        "paragraph", help="where a document of a .txt/.md file ends: at a blank line (paragraph), the end of the file, or each line"
+        "paragraph",
+        help="where a document of a .txt/.md file ends: at a blank line (paragraph), the end of the file, or each line",
     )
     text_field: str = setting("text", help="the text field of JSON records, column of CSV/Parquet files and datasets")
     strict: bool = setting(

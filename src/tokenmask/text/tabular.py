@@ -33,9 +33,7 @@ def require_column(where: str | Path, column: str, columns: Sequence[str], *, hi
 
 def is_dataset_folder(path: Path) -> bool:
     """A folder written by ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``."""
-    return ((path / "state.json").is_file() and (path / "dataset_info.json").is_file()) or (
-        path / "dataset_dict.json"
-    ).is_file()
+    return ((path / "state.json").is_file() and (path / "dataset_info.json").is_file()) or (path / "dataset_dict.json").is_file()
 
 
 def csv_records(

@@ -106,19 +106,13 @@ def word_start_table(tokenizer: PreTrainedTokenizerBase) -> np.ndarray:
 def _word_start_table(tokenizer: PreTrainedTokenizerBase, size: int) -> np.ndarray:
     reference = tokenizer("a", add_special_tokens=False)["input_ids"][:1] or [0]
     prefix = tokenizer.decode(reference, clean_up_tokenization_spaces=False)
-    texts = tokenizer.batch_decode(
-        [reference + [i] for i in range(size)], clean_up_tokenization_spaces=False
-    )
-    starts = np.fromiter(
-        (text[len(prefix) : len(prefix) + 1].isspace() for text in texts), dtype=bool, count=size
-    )
+    texts = tokenizer.batch_decode([reference + [i] for i in range(size)], clean_up_tokenization_spaces=False)
+    starts = np.fromiter((text[len(prefix) : len(prefix) + 1].isspace() for text in texts), dtype=bool, count=size)
     starts.flags.writeable = False  # shared through the cache
     return starts
 
 
-def word_ids_from_decoder(
-    tokenizer: PreTrainedTokenizerBase, input_ids: np.ndarray, attention_mask: np.ndarray
-) -> np.ndarray:
+def word_ids_from_decoder(tokenizer: PreTrainedTokenizerBase, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     """``(B, T)`` word ids for examples that carry none, from :func:`word_start_table`.
 
     Words are numbered along each row; padding gets -1 (special tokens get numbers too, but

@@ -39,10 +39,7 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerFast:
         return _roberta_gpt2()
     if str(name_or_path) == "minilm":
         return _wordpiece_30522(minilm_dir(), "minilm")
-    raise ValueError(
-        f"tokenizer {str(name_or_path)!r} is neither a folder nor a built-in name "
-        f"({', '.join(BUILTIN_TOKENIZERS)})"
-    )
+    raise ValueError(f"tokenizer {str(name_or_path)!r} is neither a folder nor a built-in name ({', '.join(BUILTIN_TOKENIZERS)})")
 
 
 def require_same_vocabulary(
@@ -104,9 +101,7 @@ def _roberta_gpt2() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def train_tokenizer(
-    texts: Iterable[str], *, kind: TokenizerKind, vocab_size: int
-) -> PreTrainedTokenizerFast:
+def train_tokenizer(texts: Iterable[str], *, kind: TokenizerKind, vocab_size: int) -> PreTrainedTokenizerFast:
     """Train a small tokenizer with the ``tokenizers`` library, BERT-style special tokens.
 
     ``wordpiece`` (BERT), ``bpe`` (byte-level, RoBERTa/GPT-2 style) or ``unigram``
@@ -136,9 +131,7 @@ def train_tokenizer(
         backend.normalizer = normalizers.NFKC()
         backend.pre_tokenizer = pre_tokenizers.Metaspace()
         backend.decoder = decoders.Metaspace()
-        trainer = trainers.UnigramTrainer(
-            vocab_size=vocab_size, special_tokens=specials, unk_token="[UNK]"
-        )
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token="[UNK]")
     else:
         raise ValueError(f"kind must be 'wordpiece', 'bpe' or 'unigram'; got {kind!r}")
     backend.train_from_iterator(texts, trainer=trainer)

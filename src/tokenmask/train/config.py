@@ -43,7 +43,9 @@ class LoopConfig:
     keep_last: int = setting(
         2, help="keep the N newest valid checkpoints; older ones are removed once a new one is written and verified", ge=1
     )
-    resume: bool = setting(False, help="continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)")
+    resume: bool = setting(
+        False, help="continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)"
+    )
     overwrite: bool = setting(False, help="start afresh in an OUTPUT that already holds a run")
     seed: int = setting(0, help="random seed (model init, order, masks, dropout)", ge=0)
     precision: Precision = setting(

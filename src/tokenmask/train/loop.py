@@ -31,7 +31,14 @@ from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
 from tokenmask.train.parallel import LossModule, gathered_rng_states, make_accelerator, restore_rng_state, summed
 from tokenmask.train.runs import (
-    CHECKPOINTS, CONFIG_FILE, check_output, clear_old_run, resume_checkpoint, save_resumable, trim_metrics, write_settings,
+    CHECKPOINTS,
+    CONFIG_FILE,
+    check_output,
+    clear_old_run,
+    resume_checkpoint,
+    save_resumable,
+    trim_metrics,
+    write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
 
@@ -171,8 +178,16 @@ class NonFiniteSteps(ValueError):
 
 
 def _save(
-    output: Path, model, tokenizer, optimizer, schedule: Schedule, result: TrainResult, rng: list[dict[str, Any]], *,
-    keep: int = 2, report: Callable[[str], None] = lambda text: None,
+    output: Path,
+    model,
+    tokenizer,
+    optimizer,
+    schedule: Schedule,
+    result: TrainResult,
+    rng: list[dict[str, Any]],
+    *,
+    keep: int = 2,
+    report: Callable[[str], None] = lambda text: None,
 ) -> None:
     """A resumable checkpoint of the run at ``result.steps`` (:func:`~tokenmask.train.runs.save_resumable`)."""
     state = {
@@ -290,7 +305,9 @@ def train(
                     "targets": int(targets), **extra, "seconds": elapsed, "data_seconds": data_seconds,
                 }  # fmt: skip
                 if not finite:  # JSON has no NaN: null, and the reason
-                    record.update(loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped="non-finite loss or gradient")
+                    record.update(
+                        loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped="non-finite loss or gradient"
+                    )
                 log.write(record)
                 if not finite:
                     reporter.message(f"step {result.steps}: loss {loss} / gradient norm {norm} not finite: step skipped")
@@ -338,7 +355,9 @@ def _build(
             clear_old_run(output)  # only now that the new run's input proved good
     precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
     place = f"{shard.world} processes ({accelerator.distributed_type.value}), " if shard.world > 1 else ""
-    reporter.message(f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}")
+    reporter.message(
+        f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}"
+    )
     if shard.world > 1:
         reporter.message(
             f"global batch: {config.batch_size} x {shard.world} processes x {config.grad_accum} accumulated "
@@ -356,7 +375,9 @@ def _restore(checkpoint: Path, optimizer, schedule: Schedule, result: TrainResul
     horizon = schedule.horizon
     schedule.load(state)
     if horizon is not None and schedule.horizon == horizon != state["horizon"]:  # a step limit only, changed
-        reporter.message(f"the step limit changed from {state['horizon']:,} to {horizon:,}: the learning-rate decay now ends there")
+        reporter.message(
+            f"the step limit changed from {state['horizon']:,} to {horizon:,}: the learning-rate decay now ends there"
+        )
     result.steps, result.tokens = int(state["step"]), int(state["tokens"])
     result.seconds = float(state.get("seconds", 0.0))
     reporter.message(f"resuming from {checkpoint} (step {result.steps}, {result.seconds / 60:.1f} min trained)")

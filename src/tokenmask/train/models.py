@@ -91,9 +91,7 @@ def saved_tokenizer(folder: Path) -> PreTrainedTokenizerFast:
     from tokenmask.text.tokenizer import load_tokenizer
 
     if not _has_tokenizer(folder):
-        raise ValueError(
-            f"{folder}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer with the model"
-        )
+        raise ValueError(f"{folder}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer with the model")
     return load_tokenizer(folder)
 
 
@@ -344,14 +342,11 @@ def load_minilm() -> LoadedModel:
     result = model.load_state_dict(encoder, strict=False)
     new = sorted(set(result.missing_keys) - _BERT_TIED)
     if result.unexpected_keys or any(not name.startswith("cls.") for name in new):
-        raise RuntimeError(
-            f"{folder}: unexpected checkpoint layout (missing {new}, unexpected {result.unexpected_keys})"
-        )
+        raise RuntimeError(f"{folder}: unexpected checkpoint layout (missing {new}, unexpected {result.unexpected_keys})")
     notes = (
         f"minilm: all-MiniLM-L6-v2 encoder loaded ({len(encoder)} tensors, "
         f"{sum(t.numel() for t in encoder.values()):,} weights); pooler dropped",
-        f"minilm: the MLM head is new, randomly initialised ({', '.join(new)}); "
-        "its decoder is tied to the word embeddings",
+        f"minilm: the MLM head is new, randomly initialised ({', '.join(new)}); its decoder is tied to the word embeddings",
     )
     return LoadedModel(model.eval(), notes)
 

@@ -110,7 +110,9 @@ def make_accelerator(*, precision: str, cpu: bool) -> Accelerator:
     accelerator = Accelerator(cpu=cpu, mixed_precision="bf16" if precision == "bf16" else "no")
     kind = accelerator.distributed_type.value
     if kind in ("FSDP", "DEEPSPEED"):
-        raise ValueError(f"{kind} is not supported yet: launch plain data parallelism (accelerate launch --multi_gpu, or torchrun)")
+        raise ValueError(
+            f"{kind} is not supported yet: launch plain data parallelism (accelerate launch --multi_gpu, or torchrun)"
+        )
     launched = Shard.from_environment().world
     if launched != accelerator.num_processes:
         raise ValueError(

@@ -101,10 +101,7 @@ class MaskingAudit:
         """Share of selected units of each length, against the strategy's distribution."""
         total = sum(self.unit_lengths.values())
         lengths = sorted(set(self.unit_lengths) | set(self.expected_lengths))
-        return [
-            Estimate(f"length {k}", self.unit_lengths.get(k, 0), total, self.expected_lengths.get(k))
-            for k in lengths
-        ]
+        return [Estimate(f"length {k}", self.unit_lengths.get(k, 0), total, self.expected_lengths.get(k)) for k in lengths]
 
     def to_dict(self) -> dict:
         def row(e: Estimate) -> dict:

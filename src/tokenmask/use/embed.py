@@ -29,9 +29,7 @@ Progress = Callable[[int, int], None]
 """Called after each batch with ``(texts embedded so far, total texts)``."""
 
 
-def load_encoder(
-    name_or_path: str | Path, *, device: str | None = None
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_encoder(name_or_path: str | Path, *, device: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The base encoder of a local checkpoint folder (or ``minilm``) and its tokenizer.
 
     Any Hugging Face encoder or masked-LM folder works, e.g. ``OUTPUT/model`` of ``tokenmask
@@ -56,9 +54,7 @@ def load_encoder(
     folder = resolve_checkpoint(name_or_path)
     tokenizer = saved_tokenizer(folder)
     with quiet_load_report():
-        model, info = AutoModel.from_pretrained(
-            folder, local_files_only=True, trust_remote_code=False, output_loading_info=True
-        )
+        model, info = AutoModel.from_pretrained(folder, local_files_only=True, trust_remote_code=False, output_loading_info=True)
     # A masked-LM folder has no pooler (unused here), and its head is "unexpected": both fine.
     # transformers 4.x names missing keys with the base-model prefix (bert.pooler.…), 5.x without.
     prefix = f"{model.base_model_prefix}."
@@ -151,9 +147,7 @@ def _embed_batch(
     return pooled.numpy()
 
 
-def _check_settings(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, batch_size: int, max_length: int
-) -> None:
+def _check_settings(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, batch_size: int, max_length: int) -> None:
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1; got {batch_size}")
     framing = tokenizer.num_special_tokens_to_add()

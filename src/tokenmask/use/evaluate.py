@@ -19,8 +19,8 @@ from transformers import PreTrainedTokenizerBase
 from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.pad import Feature
-from tokenmask.text.token_tables import cached_tables, require_mask_token
 from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.text.token_tables import cached_tables, require_mask_token
 from tokenmask.train.heads import masked_lm_loss
 
 EVAL_SEED_OFFSET = 1_000_003  # eval masks differ from any training epoch's

@@ -207,8 +207,7 @@ def format_confusion(confusion: np.ndarray, labels: Sequence[str]) -> str:
     widths = [max(len(label), len(str(int(confusion[:, j].max(initial=0))))) for j, label in enumerate(labels)]
     header = corner.ljust(first) + "".join(f"  {label:>{w}}" for label, w in zip(labels, widths))
     rows = [
-        label.ljust(first) + "".join(f"  {int(n):>{w}}" for n, w in zip(confusion[i], widths))
-        for i, label in enumerate(labels)
+        label.ljust(first) + "".join(f"  {int(n):>{w}}" for n, w in zip(confusion[i], widths)) for i, label in enumerate(labels)
     ]
     return "\n".join([header, *rows])
 
