@@ -34,7 +34,7 @@ def test_text_units_line_paragraph_file(tmp_path):
     assert list(read_texts([tmp_path / "a.txt"], boundary="paragraph")) == ["first line", "second line third"]
     assert list(read_texts([tmp_path / "a.txt"], boundary="file")) == ["first line\n\nsecond line\nthird"]
     assert list(read_texts([tmp_path / "b.md"], boundary="paragraph")) == ["# Title", "body *text*"]
-    with pytest.raises(ValueError, match="unit must be one of line, paragraph, file"):
+    with pytest.raises(ValueError, match="boundary must be one of line, paragraph, file"):
         list(read_texts([tmp_path / "a.txt"], boundary="sentence"))
 
 
