@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench lowest
+.PHONY: setup demo test lint bench lowest
 
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/data.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python benchmarks/masking.py

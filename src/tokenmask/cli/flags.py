@@ -70,11 +70,12 @@ def requested_settings(config_type: type, args: argparse.Namespace, *, config_fi
     """The settings the user gave, in the file and as flags (flags win), keys in snake case."""
     settings: dict[str, Any] = {}
     if config_file is not None:
-        settings = {str(key).replace("-", "_"): value for key, value in read_settings_file(config_file).items()}
+        written = read_settings_file(config_file)
         try:
-            converted(config_type, settings)  # name the file when a key or value of its own is wrong
+            converted(config_type, written)  # name the file (and the key as written there) when one of its own is wrong
         except ValueError as error:
             raise ValueError(f"{config_file}: {error}") from None
+        settings = {str(key).replace("-", "_"): value for key, value in written.items()}
     return {**settings, **given_settings(args, config_type)}
 
 

@@ -46,6 +46,9 @@ def pretrain_card(
     return card
 
 
+_HEADS = {"classify": "classification", "tokens": "token-tagging"}
+
+
 @dataclass(frozen=True)
 class FinetuneCards:
     """Writes the model cards of a fine-tuning run: OUTPUT/model (the final model) and OUTPUT/best."""
@@ -69,8 +72,8 @@ class FinetuneCards:
         given = ", ".join(config.data) if config.data else "the built-in Rotten Tomatoes snippets (split by movie)"
         labels = ", ".join(data.labels.labels[:20]) + (", …" if len(data.labels) > 20 else "")
         return model_card(
-            pipeline_tag="text-classification" if data.task == "classification" else "token-classification",
-            command=self.command, start=f"the checkpoint {config.model}, with a new {'classification' if data.task == 'classify' else 'token-tagging'} head",
+            pipeline_tag="text-classification" if data.task == "classify" else "token-classification",
+            command=self.command, start=f"the checkpoint {config.model}, with a new {_HEADS[data.task]} head",
             data=f"{given}: {len(data.train):,} training and {len(data.validation):,} validation examples; labels {labels}",
             steps=steps, tokens=tokens, metrics=metrics,
             evaluation=f"{when}, on the {len(data.validation):,} validation examples",
