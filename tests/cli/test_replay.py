@@ -30,7 +30,7 @@ def test_a_pretraining_run_replays_from_its_config_yaml(tmp_path, lines, capsys)
         "--batch-size", "4", "--max-length", "32", "--strategy", "whole_word", "--lr", "1e-3", "--seed", "5", "--no-demo",
     ]  # fmt: skip
     assert main(argv) == 0
-    assert opening(capsys).startswith("pre-training bert-tiny from scratch; stops at 4 steps ")
+    assert opening(capsys).startswith("pre-training bert-tiny from scratch (lr 0.001, batch 4); stops at 4 steps ")
     saved = yaml.safe_load((first / "config.yaml").read_text())
     assert saved.keys() == flatten(PretrainConfig()).keys()  # every setting, resolved
     assert (saved["corpus"], saved["strategy"], saved["max_steps"], saved["max_time"]) == ([str(corpus)], "whole_word", 4, None)

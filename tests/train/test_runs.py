@@ -178,7 +178,7 @@ def test_resume_skips_a_damaged_newest_checkpoint(damage, small_run, tmp_path):
         handle.write('{"step": 7, "loss"')  # a killed write
     reporter = Messages()
     pretrain(config, reporter)
-    assert reporter.lines[0] == "pre-training bert-tiny from scratch; stops at 6 steps"
+    assert reporter.lines[0] == "pre-training bert-tiny from scratch (lr 0.002, batch 4); stops at 6 steps"
     assert reporter.lines[1] == "removed checkpoints/.step-8.partial-4242: unfinished, left by a killed run"
     assert reporter.lines[2].startswith(f"skipping checkpoints/step-6: {reason}")
     resuming = next(i for i, line in enumerate(reporter.lines) if line.startswith("resuming from "))

@@ -101,10 +101,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmask.blocks.build import corpus_documents, held_out_lines
     from tokenmask.cli.render import ProgressReporter, print_fill_demo
-    from tokenmask.recipes.config import PretrainConfig
+    from tokenmask.recipes.config import PretrainConfig, pretrain_config
     from tokenmask.recipes.pretrain import pretrain
 
-    config = _with_output(config_from(PretrainConfig, args, config_file=args.config))
+    config = _with_output(pretrain_config(requested_settings(PretrainConfig, args, config_file=args.config)))
     with ProgressReporter() as reporter:
         result = pretrain(config, reporter, command=args.command_line)
     if not reporter.shown:  # another process of a distributed run: the main one reports

@@ -16,9 +16,11 @@ import numpy as np
 import torch
 
 from tokenmask.blocks.build import PretrainBlocks, load_blocks
+from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
 from tokenmask.recipes.config import PretrainConfig
+from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline, warmup_length
 from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
@@ -64,9 +66,21 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, co
 
 
 def describe(config: PretrainConfig) -> str:
-    """The run's first line: what is trained, and the limits in force."""
-    model = f"continuing {config.init}" if config.init else f"{config.preset} from scratch"
-    return f"pre-training {model}; {config.loop.describe_limits()}"
+    """The run's first line: what is trained, with which recipe, and the limits in force.
+
+    ``pre-training: continuing minilm with the continued-pretraining recipe (lr 0.001, head-only
+    warm-up 30 steps, layer decay 0.8); stops at 9 min`` or ``pre-training modernbert-tiny from
+    scratch (lr 0.002, batch 8); stops at 9 min``.
+    """
+    loop = config.loop
+    if not config.init:
+        return f"pre-training {config.preset} from scratch (lr {loop.lr:g}, batch {loop.batch_size}); {loop.describe_limits()}"
+    warmup = f"head-only warm-up {loop.head_warmup_steps} steps" if loop.head_warmup_steps else "no head-only warm-up"
+    decay = f"layer decay {loop.layer_decay:g}" if loop.layer_decay != 1 else "no layer decay"
+    return (
+        f"pre-training: continuing {config.init} with the continued-pretraining recipe "
+        f"(lr {loop.lr:g}, {warmup}, {decay}); {loop.describe_limits()}"
+    )
 
 
 def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter, command: str | None) -> Job:
@@ -90,11 +104,25 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
     evaluation_blocks = (blocks.validation or blocks.train)[: config.eval_blocks]
     check_blocks(blocks, evaluation_blocks, eval_collator.vocab.protected, batch_size=loop.batch_size, processes=shard.world)
 
+    baseline = unigram_baseline(eval_collator(chunk) for chunk in batched(evaluation_blocks, loop.batch_size))
+    horizon_now: list[int | None] = [None]  # the schedule's horizon, once the loop has fitted it
+    guard = PlateauGuard(
+        baseline, token=token_text(tokenizer, baseline.token_id), from_init=bool(config.init), lr=loop.lr,
+        warmup_steps=lambda: warmup_length(loop.head_warmup_steps, loop.warmup, horizon_now[0]),
+    )  # fmt: skip
+    steps_done = [0]
+
     def evaluate(model: torch.nn.Module) -> dict[str, Any]:
         device = next(model.parameters()).device
-        return evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=loop.batch_size, device=device).as_dict()
+        metrics = evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=loop.batch_size, device=device).as_dict()
+        warning = guard.observe(steps_done[0], accuracy=metrics["accuracy"], loss=metrics["loss"])
+        if warning is not None:
+            reporter.message(warning)
+            metrics["plateau_warning"] = True
+        return metrics
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:
+        steps_done[0], horizon_now[0] = step + 1, horizon
         collator.set_mlm_probability(masking_rate(config, step, horizon))
         return {"mlm_probability": collator.masking.selection.mlm_probability}
 

@@ -33,6 +33,16 @@ class LoopConfig:
     weight_decay: float = setting(0.01, help="AdamW weight decay (never on biases and norms)", ge=0.0)
     warmup: float = setting(0.06, help="share of steps spent warming the learning rate up", ge=0.0, lt=1.0)
     schedule: Literal["linear", "cosine"] = setting("linear", help="decay after warm-up")
+    layer_decay: float = setting(
+        1.0,
+        help="layer-wise learning-rate decay: encoder layer i of L trains at lr × layer_decay^(L+1−depth) "
+        "(embeddings depth 0, layer i depth i+1); 1 = off",
+        gt=0.0,
+        le=1.0,
+    )
+    head_warmup_steps: int = setting(
+        0, help="train only the parameters outside the base model (the new head) for this many steps first", ge=0
+    )
     max_steps: int | None = setting(None, help="stop after this many optimizer steps", ge=1)
     max_tokens: int | None = setting(None, help="stop after this many training tokens", ge=1)
     max_time: float | None = setting(

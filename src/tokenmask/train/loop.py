@@ -26,6 +26,7 @@ from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_model
 from tokenmask.train.config import LoopConfig
+from tokenmask.train.groups import HeadWarmup, lr_multipliers, parameter_groups
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
@@ -113,12 +114,10 @@ def count_targets(micro_batches: list[dict[str, torch.Tensor]]) -> int:
 
 
 def _optimizer(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimizer:
-    """AdamW without weight decay on biases and norms; the fused kernel (as the HF Trainer
-    uses since torch 2.8) where the parameters' device has it."""
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        (no_decay if parameter.ndim < 2 or "norm" in name.lower() else decay).append(parameter)
-    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    """AdamW without weight decay on biases and norms, with layer-wise learning rates and the head
+    apart where the config asks (:func:`~tokenmask.train.groups.parameter_groups`); the fused
+    kernel (as the HF Trainer uses since torch 2.8) where the parameters' device has it."""
+    groups = parameter_groups(model, config)
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.98), eps=1e-6, fused=fused)
 
@@ -242,7 +241,11 @@ def train(
     result = TrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
     if checkpoint is not None:
         _restore(checkpoint, optimizer, schedule, result, shard, reporter)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule, last_epoch=result.steps - 1)
+    multipliers = lr_multipliers(
+        optimizer.param_groups, schedule, head_warmup_steps=config.head_warmup_steps, ramp_steps=lambda: schedule.warmup_steps
+    )  # one per group: layer-wise scale; the body still during a head-only warm-up
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers, last_epoch=result.steps - 1)
+    head_warmup = HeadWarmup(model, config.head_warmup_steps, freeze=shard.world == 1)
     batches = job.batches(result.steps * config.grad_accum)  # refuses data that fill no batch: before OUTPUT is written
     if shard.is_main:
         if checkpoint is not None:
@@ -284,6 +287,7 @@ def train(
                 evaluate()
             while not _limit_reached(config, result, elapsed):  # a resumed run may have reached it already
                 extra = job.before_step(result.steps, schedule.horizon if schedule.fitted else None)
+                head_warmup.before_step(result.steps, optimizer)
                 fetching = time.perf_counter()
                 micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
                 data_seconds = time.perf_counter() - fetching
@@ -301,7 +305,7 @@ def train(
                 result.seconds = elapsed
                 bad_in_a_row = 0 if finite else bad_in_a_row + 1
                 record = {
-                    "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": scheduler.get_last_lr()[0],
+                    "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": max(scheduler.get_last_lr()),
                     "targets": int(targets), **extra, "seconds": elapsed, "data_seconds": data_seconds,
                 }  # fmt: skip
                 if not finite:  # JSON has no NaN: null, and the reason
