@@ -207,9 +207,16 @@ def corpus_blocks(
                   "strict": strict, "max_line_bytes": max_line_bytes}  # fmt: skip
         key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
     stats = ReadStats()
-    reading = dict(boundary=boundary, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
     return _cached_or_built(
-        lambda: read_documents(sources, **reading, stats=stats),
+        lambda: read_documents(
+            sources,
+            boundary=boundary,
+            text_field=text_field,
+            split=split,
+            strict=strict,
+            max_line_bytes=max_line_bytes,
+            stats=stats,
+        ),
         tokenizer,
         key=key,
         root=_root(cache_dir),
