@@ -415,7 +415,7 @@ def _load(folder: Path, *, cache: str | None, from_cache: bool) -> PretrainBlock
     )
 
 
-def held_out_lines(texts: Sequence[str], validation_share: float, count: int) -> list[str]:
+def held_out_lines(texts: Iterable[str], validation_share: float, count: int) -> list[str]:
     """A few sentences from validation documents, for a fill-mask demo."""
     lines = []
     for text in texts:
