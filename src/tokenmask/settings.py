@@ -105,7 +105,8 @@ def check(config: Any) -> None:
     Raises:
         ValueError: naming the first field out of range, e.g. ``lr must be > 0; got -1.0``.
     """
-    hints = _hints(type(config))
+    config_type: type = type(config)  # `type(Any)` is `type[Any]`, which mypy does not take as Hashable
+    hints = _hints(config_type)
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if value is None or dataclasses.is_dataclass(value):

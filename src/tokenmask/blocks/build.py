@@ -207,9 +207,16 @@ def corpus_blocks(
                   "strict": strict, "max_line_bytes": max_line_bytes}  # fmt: skip
         key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
     stats = ReadStats()
-    reading = dict(boundary=boundary, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
     return _cached_or_built(
-        lambda: read_documents(sources, **reading, stats=stats),
+        lambda: read_documents(
+            sources,
+            boundary=boundary,
+            text_field=text_field,
+            split=split,
+            strict=strict,
+            max_line_bytes=max_line_bytes,
+            stats=stats,
+        ),
         tokenizer,
         key=key,
         root=_root(cache_dir),
@@ -408,7 +415,7 @@ def _load(folder: Path, *, cache: str | None, from_cache: bool) -> PretrainBlock
     )
 
 
-def held_out_lines(texts: Sequence[str], validation_share: float, count: int) -> list[str]:
+def held_out_lines(texts: Iterable[str], validation_share: float, count: int) -> list[str]:
     """A few sentences from validation documents, for a fill-mask demo."""
     lines = []
     for text in texts:

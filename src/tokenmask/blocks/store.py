@@ -12,11 +12,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from tokenmask.blocks.pack import Block
 
 SCHEMA = pa.schema(
     [
@@ -40,9 +43,9 @@ class BlockWriter:
         self.ids_offset = ids_offset
         self._sink = pa.OSFile(str(self.path), "wb")
         self._writer = pa.ipc.new_stream(self._sink, SCHEMA)
-        self._buffer: list[dict[str, Any]] = []
+        self._buffer: list[Block] = []
 
-    def write(self, blocks: Iterable[dict[str, Any]]) -> None:
+    def write(self, blocks: Iterable[Block]) -> None:
         for block in blocks:
             self._buffer.append(block)
             if len(self._buffer) == self.batch_blocks:
@@ -79,7 +82,7 @@ def _int32_lists(rows: list[list[int]]) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
 
 
-def read_blocks(path: Path) -> Iterator[dict[str, Any]]:
+def read_blocks(path: Path) -> Iterator[Block]:
     """The blocks of an Arrow file in order, one record batch in memory at a time."""
     with pa.memory_map(str(path)) as source:
         for batch in pa.ipc.open_stream(source):

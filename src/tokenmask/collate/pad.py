@@ -248,7 +248,7 @@ def collate_extras(
     for key in features[0]:
         if key in consumed:
             continue
-        values = [f.get(key) for f in features]
+        values: list[Any] = [f.get(key) for f in features]
         first = values[0]
         if all(isinstance(v, (int, float, bool, np.integer, np.floating)) for v in values):
             out[key] = torch.tensor(values)

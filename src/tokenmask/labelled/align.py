@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard
 
 from tokenmask.blocks.pack import batched
 from tokenmask.labelled.examples import (
+    Example,
     LabelledText,
     LabelVocab,
     SideCounts,
@@ -63,8 +64,10 @@ def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> 
     labels = []
     previous = None
     for word in word_ids:
-        first_piece = word is not None and word >= 0 and word != previous
-        labels.append(word_labels[word] if first_piece else IGNORE_INDEX)
+        if word is not None and word >= 0 and word != previous:  # the first piece of a word
+            labels.append(word_labels[word])
+        else:
+            labels.append(IGNORE_INDEX)
         previous = word
     return labels
 
@@ -241,22 +244,27 @@ def prepare_finetune_data(
             unseen in training, and the errors of the split and the encoders.
     """
     task = _task_of(examples, "examples")
-    if validation is None:
-        train, held_out = split_examples(examples, validation_share=validation_share, by=split_by)
-    else:
-        if validation and _task_of(validation, "validation examples") != task:
-            raise ValueError(f"validation examples are not for task {task!r} like the training ones")
-        train, held_out = list(examples), list(validation)
-    if not train:
-        raise ValueError("no training example left after the split; lower validation_share")
-    if task == "classify":
+    if validation is not None and validation and _task_of(validation, "validation examples") != task:
+        raise ValueError(f"validation examples are not for task {task!r} like the training ones")
+    # one type on both sides, as _task_of checked (an empty validation list passes for either)
+    train: list[LabelledText] | list[TaggedSentence]
+    held_out: list[LabelledText] | list[TaggedSentence]
+    if _all_texts(examples) and (validation is None or _all_texts(validation)):
+        train, held_out = _sides(examples, validation, validation_share, split_by)
         labels = class_vocab(e.label for e in train)
-        encode = encode_texts_with_labels
-    else:
+        fit = encode_texts_with_labels(train, tokenizer, labels, max_length=max_length, side="training")
+        check = encode_texts_with_labels(
+            held_out, tokenizer, labels, max_length=max_length, first_id=len(train), side="validation"
+        )
+    elif _all_sentences(examples) and (validation is None or _all_sentences(validation)):
+        train, held_out = _sides(examples, validation, validation_share, split_by)
         labels = tag_vocab(tag for e in train for tag in e.tags)
-        encode = encode_tagged_sentences
-    fit = encode(train, tokenizer, labels, max_length=max_length, side="training")
-    check = encode(held_out, tokenizer, labels, max_length=max_length, first_id=len(train), side="validation")
+        fit = encode_tagged_sentences(train, tokenizer, labels, max_length=max_length, side="training")
+        check = encode_tagged_sentences(
+            held_out, tokenizer, labels, max_length=max_length, first_id=len(train), side="validation"
+        )
+    else:  # unreachable: _task_of refused mixed types above
+        raise AssertionError("unreachable")
     return FinetuneData(
         task=task,
         labels=labels,
@@ -270,11 +278,36 @@ def prepare_finetune_data(
     )
 
 
+def _sides(
+    examples: Sequence[Example], validation: Sequence[Example] | None, validation_share: float, split_by: SplitBy
+) -> tuple[list[Example], list[Example]]:
+    """``(train, held_out)``: ``examples`` split unless ``validation`` is given.
+
+    Raises:
+        ValueError: no training example left, and the errors of the split.
+    """
+    if validation is None:
+        train, held_out = split_examples(examples, validation_share=validation_share, by=split_by)
+    else:
+        train, held_out = list(examples), list(validation)
+    if not train:
+        raise ValueError("no training example left after the split; lower validation_share")
+    return train, held_out
+
+
+def _all_texts(examples: Sequence[object]) -> TypeGuard[Sequence[LabelledText]]:
+    return all(isinstance(e, LabelledText) for e in examples)
+
+
+def _all_sentences(examples: Sequence[object]) -> TypeGuard[Sequence[TaggedSentence]]:
+    return all(isinstance(e, TaggedSentence) for e in examples)
+
+
 def _task_of(examples: Sequence[Any], name: str) -> Task:
     if not examples:
         raise ValueError(f"no {name}: fine-tuning needs labelled examples")
-    if all(isinstance(e, LabelledText) for e in examples):
+    if _all_texts(examples):
         return "classify"
-    if all(isinstance(e, TaggedSentence) for e in examples):
+    if _all_sentences(examples):
         return "tokens"
     raise ValueError(f"{name} must all be LabelledText (task 'classify') or all TaggedSentence (task 'tokens')")

@@ -121,5 +121,5 @@ def padded_slots(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> in
 
     ``padded_slots([3, 5, 2], [[0, 1], [2]])  ->  2 * 5 + 1 * 2 = 12``
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    return int(sum(len(batch) * int(lengths[list(batch)].max(initial=0)) for batch in batches))
+    sizes = np.asarray(lengths, dtype=np.int64)
+    return int(sum(len(batch) * int(sizes[list(batch)].max(initial=0)) for batch in batches))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 import torch
@@ -45,8 +46,8 @@ class MaskedBatch:
     @functools.cached_property
     def outcome(self) -> torch.Tensor:
         """:class:`~tokenmask.masking.corrupt.Outcome` code per position, ``(B, T)`` int8."""
-        shape = tuple(self.input_ids.shape)
-        return torch.from_numpy(outcome_map(shape, self.target_index, self.target_outcome))
+        batch, length = self.input_ids.shape
+        return torch.from_numpy(outcome_map((batch, length), self.target_index, self.target_outcome))
 
     @functools.cached_property
     def units(self) -> np.ndarray:
@@ -59,6 +60,14 @@ class MaskedBatch:
         if self.strategy_units is None:
             return units_lib.token_units(self.eligible)
         return self.strategy_units
+
+
+@overload
+def as_numpy(tensor: torch.Tensor | np.ndarray, dtype: type) -> np.ndarray: ...
+
+
+@overload
+def as_numpy(tensor: torch.Tensor | np.ndarray | None, dtype: type) -> np.ndarray | None: ...
 
 
 def as_numpy(tensor: torch.Tensor | np.ndarray | None, dtype: type) -> np.ndarray | None:

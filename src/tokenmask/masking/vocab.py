@@ -6,6 +6,7 @@ hand from ids); masking then does array lookups, never per-row Python calls.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +53,8 @@ class VocabTables:
         vocab_size: int,
         *,
         mask_token_id: int,
-        protected_ids: list[int] | np.ndarray,
-        excluded_from_replacement: list[int] | np.ndarray = (),
+        protected_ids: Sequence[int] | np.ndarray,
+        excluded_from_replacement: Sequence[int] | np.ndarray = (),
         replace_counts: np.ndarray | None = None,
     ) -> VocabTables:
         """Tables from plain ids.

@@ -165,7 +165,9 @@ def evaluate_classifier(
         ValueError: no labelled example in the batches.
     """
     device = next(model.parameters()).device
-    loss_sum, gold_rows, predicted_rows = 0.0, [], []
+    loss_sum = 0.0
+    gold_rows: list[list[int]] = []
+    predicted_rows: list[list[int]] = []
     with evaluating(model):
         for batch in batches:
             batch = tensors_on(batch, device)

@@ -28,6 +28,7 @@ from tokenmask.collate.stream import Shard
 from tokenmask.labelled.align import FinetuneData, prepare_finetune_data
 from tokenmask.labelled.examples import (
     LabelledText,
+    SplitBy,
     TaggedSentence,
     read_labelled_texts,
     read_tagged_sentences,
@@ -50,7 +51,7 @@ from tokenmask.text.byte_checks import ReadStats
 from tokenmask.train.checkpoint import load_state, save_model
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.logs import read_metrics
-from tokenmask.train.loop import Job, QuietReporter, Reporter, train
+from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, train
 from tokenmask.train.models import check_fits
 from tokenmask.use.metrics import plot_confusion
 
@@ -90,6 +91,7 @@ def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
         ValueError: unreadable data, token labelling without data, no validation example.
     """
     stats = ReadStats()
+    split_by: SplitBy
     if config.data:
         examples = read_examples(config.data, config, stats=stats)
         split_by = "group" if config.group_by else "text"
@@ -266,6 +268,10 @@ def _job(
             save_model(output / BEST_FOLDER, extract_model_from_parallel(model), tokenizer, card=best)
         return {**evaluation.metrics(), **fields}
 
+    def final_card(result: TrainResult) -> str:
+        assert tracker.last is not None  # the loop evaluates the model before it writes the card
+        return card.final(result.steps, result.tokens, tracker.last.metrics())
+
     return Job(
         model=loaded.model.train(),
         tokenizer=tokenizer,
@@ -273,7 +279,7 @@ def _job(
         evaluate=evaluate,
         loss=classifier_loss_sum,
         before_step=before_step,
-        card=lambda result: card.final(result.steps, result.tokens, tracker.last.metrics()),
+        card=final_card,
     )
 
 
@@ -367,6 +373,9 @@ def finetune(
         return _job(config, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter(), card)
 
     trained = train(loop_settings(config, data), build, reporter, settings=flatten(config))
+    # train() evaluates at least once in every run that returns (at the end if not at the last step),
+    # and the first evaluation observed sets the best one
+    assert tracker.last is not None and tracker.best_step is not None
     result = FinetuneResult(
         output=trained.output,
         task=data.task,

@@ -62,8 +62,11 @@ class DivergenceWatch:
     def observe(self, train_loss: float | None, eval_loss: float) -> Verdict:
         """Take one evaluation's losses; returns the verdict on it."""
         previous, self._previous = self._previous, (train_loss, eval_loss)
-        judged = previous is not None and previous[0] is not None and train_loss is not None
-        diverging = judged and eval_loss > previous[1] and train_loss < previous[0]
+        diverging = False
+        if previous is not None:
+            previous_train, previous_eval = previous
+            if previous_train is not None and train_loss is not None:  # judged: both have a training loss
+                diverging = eval_loss > previous_eval and train_loss < previous_train
         self.streak = self.streak + 1 if diverging else 0
         fired = self.streak >= self.patience
         if fired:

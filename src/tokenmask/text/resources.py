@@ -20,7 +20,8 @@ _PACKAGES = {
 
 def _locate(distribution: str, relative: str) -> Path:
     try:
-        path = Path(importlib.metadata.distribution(distribution).locate_file(relative))
+        # locate_file is typed as returning a SimplePath (a protocol with no os.PathLike): go through str
+        path = Path(str(importlib.metadata.distribution(distribution).locate_file(relative)))
     except importlib.metadata.PackageNotFoundError:
         path = None
     if path is None or not path.exists():

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
-from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers import (  # type: ignore[attr-defined]  # transformers 5 exports BertTokenizerFast (an alias of BertTokenizer) at runtime only
+    AutoTokenizer,
+    BertTokenizerFast,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
 
 from tokenmask.text.resources import bert_vocab_dir, gpt2_bpe_files, minilm_dir
 
@@ -32,7 +37,9 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerFast:
     """
     path = Path(name_or_path)
     if path.is_dir():
-        return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+        # typed as fast or slow (SentencePieceBackend); use_fast defaults to True, and only an
+        # architecture without a fast class falls back to slow (which the fine-tuning data refuses)
+        return cast(PreTrainedTokenizerFast, AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False))
     if str(name_or_path) == "bert-base-uncased":
         return _bert_base_uncased()
     if str(name_or_path) == "roberta-gpt2":
@@ -111,6 +118,7 @@ def train_tokenizer(texts: Iterable[str], *, kind: TokenizerKind, vocab_size: in
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    trainer: trainers.Trainer
     if kind == "wordpiece":
         backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
         backend.normalizer = normalizers.BertNormalizer(lowercase=True)

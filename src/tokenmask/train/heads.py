@@ -31,21 +31,26 @@ class SplitMaskedLM:
     head: Callable[[torch.Tensor], torch.Tensor]
 
 
+def _child(model: nn.Module, name: str) -> nn.Module:
+    """``model.<name>``, a submodule: torch types a Module's attributes as ``Tensor | Module``."""
+    return getattr(model, name)
+
+
 def split_masked_lm(model: nn.Module) -> SplitMaskedLM | None:
     """The encoder and head of a known masked-LM architecture, or None (use the full head)."""
     if hasattr(model, "bert") and hasattr(model, "cls"):
-        return SplitMaskedLM(model.bert, model.cls)
+        return SplitMaskedLM(_child(model, "bert"), _child(model, "cls"))
     if hasattr(model, "roberta") and hasattr(model, "lm_head"):
-        return SplitMaskedLM(model.roberta, model.lm_head)
+        return SplitMaskedLM(_child(model, "roberta"), _child(model, "lm_head"))
     if hasattr(model, "distilbert") and hasattr(model, "vocab_projector"):
 
         def distilbert_head(hidden: torch.Tensor) -> torch.Tensor:
-            hidden = model.vocab_layer_norm(model.activation(model.vocab_transform(hidden)))
-            return model.vocab_projector(hidden)
+            transformed = _child(model, "activation")(_child(model, "vocab_transform")(hidden))
+            return _child(model, "vocab_projector")(_child(model, "vocab_layer_norm")(transformed))
 
-        return SplitMaskedLM(model.distilbert, distilbert_head)
+        return SplitMaskedLM(_child(model, "distilbert"), distilbert_head)
     if hasattr(model, "model") and hasattr(model, "head") and hasattr(model, "decoder"):
-        return SplitMaskedLM(model.model, lambda hidden: model.decoder(model.head(hidden)))
+        return SplitMaskedLM(_child(model, "model"), lambda hidden: _child(model, "decoder")(_child(model, "head")(hidden)))
     return None
 
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from tokenmask.text.resources import minilm_dir
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
+    from torch import nn
     from transformers import ModernBertConfig, PreTrainedModel, PreTrainedTokenizerFast, RobertaConfig
 
 Family = Literal["bert", "roberta", "modernbert"]
@@ -268,7 +269,8 @@ def check_fits(model: PreTrainedModel, *, vocab_size: int, max_length: int | Non
 
     A model with more embeddings than the tokenizer has ids is fine (padded vocabularies).
     """
-    embeddings = model.get_input_embeddings().num_embeddings
+    # transformers types get_input_embeddings() as any Module; a masked-LM's is an nn.Embedding
+    embeddings = cast("nn.Embedding", model.get_input_embeddings()).num_embeddings
     if embeddings < vocab_size:
         raise ValueError(
             f"{name} has {embeddings:,} token embeddings but the tokenizer {vocab_size:,} ids: the tokenizer is not "

@@ -285,10 +285,10 @@ def read_corpus(paths: Iterable[str | Path], *, text_field: str = "text") -> lis
     """
     from tokenmask.text.corpus import read_texts
 
-    paths = [str(p) for p in paths]
-    texts = list(read_texts(paths, boundary="line", text_field=text_field))
+    names = [str(p) for p in paths]
+    texts = list(read_texts(names, boundary="line", text_field=text_field))
     if not texts:
-        raise ValueError(f"{', '.join(paths)}: no text (empty, or blank lines only)")
+        raise ValueError(f"{', '.join(names)}: no text (empty, or blank lines only)")
     return texts
 
 

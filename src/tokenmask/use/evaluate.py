@@ -77,6 +77,7 @@ def evaluate_mlm(
             out = masked_lm_loss(model, tensors_on(collator(chunk), device))
             loss_sum += float(out.loss_sum)
             targets += out.targets
+            assert out.correct is not None  # counted: count_correct defaults to True
             correct += out.correct
     if targets == 0:
         raise ValueError("the validation blocks hold no maskable token")

@@ -26,13 +26,13 @@ def confusion_matrix(gold: Sequence[int], predicted: Sequence[int], num_labels: 
     Raises:
         ValueError: unequal lengths, or an id outside ``[0, num_labels)``.
     """
-    gold, predicted = np.asarray(gold, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
-    if gold.shape != predicted.shape:
-        raise ValueError(f"{gold.size} gold labels but {predicted.size} predictions")
-    for name, ids in (("gold", gold), ("predicted", predicted)):
+    gold_ids, predicted_ids = np.asarray(gold, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
+    if gold_ids.shape != predicted_ids.shape:
+        raise ValueError(f"{gold_ids.size} gold labels but {predicted_ids.size} predictions")
+    for name, ids in (("gold", gold_ids), ("predicted", predicted_ids)):
         if ids.size and (ids.min() < 0 or ids.max() >= num_labels):
             raise ValueError(f"{name} label ids must be in [0, {num_labels}); got {ids.min()}..{ids.max()}")
-    counts = np.bincount(gold * num_labels + predicted, minlength=num_labels * num_labels)
+    counts = np.bincount(gold_ids * num_labels + predicted_ids, minlength=num_labels * num_labels)
     return counts.reshape(num_labels, num_labels)
 
 
