@@ -24,7 +24,7 @@ _EXPORTS = {
     "pack_texts": "tokenmask.blocks.pack",
     "BlocksConfig": "tokenmask.blocks.config",
     "corpus_blocks": "tokenmask.blocks.build",
-    "load_blocks": "tokenmask.blocks.build",
+    "load_blocks": "tokenmask.blocks.load",
     "MaskingCollator": "tokenmask.collate.collator",
     "MaskingAugmenter": "tokenmask.collate.augment",
     "augment_text": "tokenmask.collate.augment",

@@ -15,7 +15,8 @@ from tokenmask.cli.main import main
 from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.recipes.classifier import evaluate_classifier
 from tokenmask.recipes.config import FinetuneConfig
-from tokenmask.recipes.finetune import finetune, load_finetune_data, loop_settings
+from tokenmask.recipes.finetune import finetune, loop_settings
+from tokenmask.recipes.finetune_data import load_finetune_data
 from tokenmask.settings import build
 from tokenmask.text.tokenizer import load_tokenizer
 

@@ -13,7 +13,7 @@ from tokenmask.recipes.pretrain import pretrain
 from tokenmask.settings import build
 from tokenmask.train.checkpoint import STATE_FILE, checkpoint_folders, load_state
 from tokenmask.train.config import LoopConfig
-from tokenmask.train.loop import backward_step
+from tokenmask.train.step import backward_step
 
 
 def tiny_bert():

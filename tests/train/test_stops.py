@@ -17,7 +17,8 @@ from transformers import BertConfig, BertForMaskedLM
 from tokenmask.train.checkpoint import newest_valid_checkpoint
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.interrupt import Interrupted
-from tokenmask.train.loop import Job, NonFiniteSteps, mlm_loss_sum, train
+from tokenmask.train.loop import Job, NonFiniteSteps, train
+from tokenmask.train.step import mlm_loss_sum
 
 
 def make_batch(step):

@@ -29,13 +29,10 @@ from tokenmask.blocks.cache import (
     texts_fingerprint,
     tokenizer_fingerprint,
 )
-from tokenmask.blocks.config import BlocksConfig
 from tokenmask.blocks.pack import BlockPacker, PackingCounts, batched, encode_documents, frame_ids
 from tokenmask.blocks.progress import EncodingProgress
 from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
-from tokenmask.text.config import ReadingConfig
-from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents, read_texts
-from tokenmask.text.resources import shakespeare_scenes
+from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents
 
 _META = "meta.json"
 _SIDES = ("train", "validation")
@@ -207,47 +204,12 @@ def corpus_blocks(
                   "strict": strict, "max_line_bytes": max_line_bytes}  # fmt: skip
         key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
     stats = ReadStats()
+    reading = dict(boundary=boundary, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
     return _cached_or_built(
-        lambda: read_documents(
-            sources,
-            boundary=boundary,
-            text_field=text_field,
-            split=split,
-            strict=strict,
-            max_line_bytes=max_line_bytes,
-            stats=stats,
-        ),
-        tokenizer,
-        key=key,
-        root=_root(cache_dir),
-        block_length=block_length,
-        validation_share=validation_share,
-        progress=progress,
-        total=None,
-        batch_size=batch_size,
-        stats=stats,
-    )
-
-
-def load_blocks(
-    corpus: Sequence[str], tokenizer: PreTrainedTokenizerBase, *, reading: ReadingConfig, blocks: BlocksConfig
-) -> PretrainBlocks:
-    """A run's training and validation blocks: of ``corpus`` (:func:`corpus_blocks`), or of the
-    bundled plays, one document per scene, when ``corpus`` is empty; from the block cache when it holds them."""
-    settings: dict[str, Any] = dict(
-        block_length=blocks.max_length, validation_share=blocks.validation_share, cache_dir=blocks.cache_dir,
-        use_cache=not blocks.no_cache,
+        lambda: read_documents(sources, **reading, stats=stats), tokenizer,  # type: ignore[arg-type]  # the keywords above
+        key=key, root=_root(cache_dir), block_length=block_length, validation_share=validation_share,
+        progress=progress, total=None, batch_size=batch_size, stats=stats,
     )  # fmt: skip
-    if corpus:
-        return corpus_blocks(corpus, tokenizer, **reading.keywords(), **settings)
-    return build_blocks(shakespeare_scenes(), tokenizer, **settings)
-
-
-def corpus_documents(corpus: Sequence[str], reading: ReadingConfig) -> Iterable[str]:
-    """The non-blank documents of ``corpus``, streamed, or the bundled plays (one per scene) when it is empty."""
-    if corpus:
-        return read_texts(corpus, **reading.keywords())
-    return shakespeare_scenes()
 
 
 def _check_settings(block_length: int, validation_share: float, batch_size: int) -> None:

@@ -8,7 +8,9 @@ flags). Heavy imports happen here, inside the commands, so ``tokenmask --help`` 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     collator = _collator(args)
     texts = read_texts(args.corpus, text_field=args.text_field) if args.corpus else shakespeare_scenes()
+    examples: Iterable[Mapping[str, Any]]
     if args.pack:
         examples = pack_texts(texts, collator.tokenizer, block_length=args.max_length)
     else:
@@ -99,7 +102,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from tokenmask.blocks.build import corpus_documents, held_out_lines
+    from tokenmask.blocks.build import held_out_lines
+    from tokenmask.blocks.load import corpus_documents
     from tokenmask.cli.render import ProgressReporter, print_fill_demo
     from tokenmask.recipes.config import PretrainConfig, pretrain_config
     from tokenmask.recipes.pretrain import pretrain
@@ -171,8 +175,8 @@ def cmd_compare_augment(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from tokenmask.blocks.build import load_blocks
     from tokenmask.blocks.config import BlocksConfig
+    from tokenmask.blocks.load import load_blocks
     from tokenmask.collate.collator import MaskingCollator
     from tokenmask.text.config import ReadingConfig
     from tokenmask.train.models import load_model, paired_tokenizer
@@ -184,17 +188,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # the blocks (and split) a pre-training run with the same corpus and settings uses
     blocks = load_blocks(args.corpus, tokenizer, reading=config_from(ReadingConfig, args), blocks=shape)
     collator = MaskingCollator.from_config(tokenizer, masking_config(args), seed=args.seed + EVAL_SEED_OFFSET)
-    data = blocks.validation if not args.corpus else blocks.train + blocks.validation
-    metrics = evaluate_mlm(model, data[: args.max_blocks], collator, batch_size=32)
+    # a corpus given is evaluated whole (its first blocks); the bundled plays on their held-out side
+    sides = (blocks.train, blocks.validation) if args.corpus else (blocks.validation,)
+    data = list(itertools.islice(itertools.chain(*sides), args.max_blocks))
+    metrics = evaluate_mlm(model, data, collator, batch_size=32)
     pseudo = None
     if args.pseudo_perplexity:
-        pseudo = pseudo_perplexity(model, data[: args.max_blocks], tokenizer, max_tokens=args.max_tokens)
+        pseudo = pseudo_perplexity(model, data, tokenizer, max_tokens=args.max_tokens)
     if args.json:
-        report = {"model": str(args.model), "blocks": min(len(data), args.max_blocks), **metrics.as_dict()}
+        report = {"model": str(args.model), "blocks": len(data), **metrics.as_dict()}
         print(json.dumps({**report, **(pseudo.as_dict() if pseudo else {})}, indent=2))
         return 0
     print(
-        f"{metrics.targets:,} masked tokens in {min(len(data), args.max_blocks):,} blocks: loss {metrics.loss:.4f}, "
+        f"{metrics.targets:,} masked tokens in {len(data):,} blocks: loss {metrics.loss:.4f}, "
         f"perplexity {metrics.perplexity:.2f}, accuracy {metrics.accuracy:.4f}"
     )
     if pseudo:

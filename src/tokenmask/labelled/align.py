@@ -266,16 +266,10 @@ def prepare_finetune_data(
     else:  # unreachable: _task_of refused mixed types above
         raise AssertionError("unreachable")
     return FinetuneData(
-        task=task,
-        labels=labels,
-        train=fit.examples,
-        validation=check.examples,
-        train_counts=SideCounts.of(train),
-        validation_counts=SideCounts.of(held_out),
-        max_length=max_length,
-        truncated=(fit.truncated, check.truncated),
-        lost_words=(fit.lost_words, check.lost_words),
-    )
+        task=task, labels=labels, train=fit.examples, validation=check.examples, max_length=max_length,
+        train_counts=SideCounts.of(train), validation_counts=SideCounts.of(held_out),
+        truncated=(fit.truncated, check.truncated), lost_words=(fit.lost_words, check.lost_words),
+    )  # fmt: skip
 
 
 def _sides(

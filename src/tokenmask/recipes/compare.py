@@ -18,7 +18,8 @@ from typing import Any
 
 from tokenmask.recipes.classifier import load_classifier_tokenizer
 from tokenmask.recipes.config import FinetuneConfig
-from tokenmask.recipes.finetune import finetune, load_finetune_data
+from tokenmask.recipes.finetune import finetune
+from tokenmask.recipes.finetune_data import load_finetune_data
 from tokenmask.settings import flatten
 from tokenmask.train.loop import QuietReporter, Reporter
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,15 +25,7 @@ from accelerate.utils import extract_model_from_parallel
 
 from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.collate.stream import Shard
-from tokenmask.labelled.align import FinetuneData, prepare_finetune_data
-from tokenmask.labelled.examples import (
-    LabelledText,
-    SplitBy,
-    TaggedSentence,
-    read_labelled_texts,
-    read_tagged_sentences,
-    rotten_tomatoes,
-)
+from tokenmask.labelled.align import FinetuneData
 from tokenmask.labelled.sampler import LengthGroupedBatches
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.recipes.classifier import (
@@ -44,10 +36,10 @@ from tokenmask.recipes.classifier import (
     load_classifier_tokenizer,
 )
 from tokenmask.recipes.config import FinetuneConfig
+from tokenmask.recipes.finetune_data import load_finetune_data
 from tokenmask.recipes.run_cards import FinetuneCards, tokens_at
 from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
 from tokenmask.settings import flatten
-from tokenmask.text.byte_checks import ReadStats
 from tokenmask.train.checkpoint import load_state, save_model
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.logs import read_metrics
@@ -63,55 +55,6 @@ CONFUSION_FILE = "confusion.png"
 BEST_FOLDER = "best"
 _WATCH_FIELDS = ("train_loss", "divergence_streak", "divergence_warning", "augment_rate")
 """What :class:`_Tracker` adds to each evaluation's record (not metrics of the model)."""
-
-
-# ---- data ----------------------------------------------------------------------------------
-
-
-def read_examples(
-    paths: Sequence[str], config: FinetuneConfig, *, grouped: bool = True, stats: ReadStats | None = None
-) -> list[LabelledText] | list[TaggedSentence]:
-    """The labelled examples of ``paths``, read for ``config.task`` with its column names
-    (and its ``group_by`` column unless ``grouped`` is False); replaced bytes counted in ``stats``."""
-    group_by = config.group_by if grouped else None
-    if config.task == "classify":
-        text, label = config.text_column or "text", config.label_column or "label"
-        return read_labelled_texts(paths, text_column=text, label_column=label, group_by=group_by, stats=stats)
-    words, tags = config.text_column or "tokens", config.label_column or "tags"
-    return read_tagged_sentences(paths, tokens_column=words, tags_column=tags, group_by=group_by, stats=stats)
-
-
-def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase) -> FinetuneData:
-    """Read, split (unless ``eval_data`` is given) and encode the run's examples.
-
-    Without ``data``, the built-in Rotten Tomatoes snippets, split by movie. With ``data``, the
-    split hashes each example's group when ``group_by`` is set, else its text.
-
-    Raises:
-        ValueError: unreadable data, token labelling without data, no validation example.
-    """
-    stats = ReadStats()
-    split_by: SplitBy
-    if config.data:
-        examples = read_examples(config.data, config, stats=stats)
-        split_by = "group" if config.group_by else "text"
-    elif config.task == "classify":
-        examples, split_by = rotten_tomatoes(), "group"
-    else:
-        raise ValueError("the built-in data (Rotten Tomatoes reviews) is for --task classify; give token-labelled DATA")
-    # given validation files are not split, so they need no group column
-    validation = read_examples(config.eval_data, config, grouped=False, stats=stats) if config.eval_data else None
-    data = prepare_finetune_data(
-        examples,
-        tokenizer,
-        validation=validation,
-        validation_share=config.validation_share,
-        split_by=split_by,
-        max_length=config.max_length,
-    )
-    if not data.validation:
-        raise ValueError("no validation example: give --eval DATA or more examples (or groups) to hold out")
-    return replace(data, repaired=stats.describe())
 
 
 def loop_settings(config: FinetuneConfig, data: FinetuneData) -> LoopConfig:
@@ -228,27 +171,7 @@ def _job(
     else:
         tracker.replay(read_metrics(output), int(load_state(checkpoint)["step"]))
     augmenter = MaskingAugmenter(tokenizer, rate=tracker.rate, strategy=config.augment_strategy, seed=loop.seed)
-    lengths = [len(e["input_ids"]) for e in data.train]
-    sampler = LengthGroupedBatches(lengths, loop.batch_size * shard.world, seed=loop.seed)  # global batches
-
-    def epoch_batches() -> list[list[int]]:
-        """This process's part of each global batch (near-equal contiguous parts; a last batch
-        shorter than the number of processes is dropped, so no process gets an empty one)."""
-        usable = [b for b in sampler.batches() if len(b) >= shard.world]
-        return [np.array_split(np.asarray(b), shard.world)[shard.rank].tolist() for b in usable]
-
     validation = _validation_batches(data, tokenizer, loop.batch_size)
-
-    per_epoch = global_batches_per_epoch(len(data.train), loop.batch_size, shard.world)
-
-    def batches(skip: int) -> Iterator[dict[str, Any]]:
-        epoch, offset = divmod(skip, per_epoch)
-        while True:
-            sampler.set_epoch(epoch)
-            augmenter.set_epoch(epoch)
-            for indices in epoch_batches()[offset:]:
-                yield augmenter([data.train[i] for i in indices])
-            epoch, offset = epoch + 1, 0
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:
         tracker.next_step = step + 1
@@ -275,12 +198,38 @@ def _job(
     return Job(
         model=loaded.model.train(),
         tokenizer=tokenizer,
-        batches=batches,
+        batches=_training_batches(data, augmenter, loop.batch_size, loop.seed, shard),
         evaluate=evaluate,
         loss=classifier_loss_sum,
         before_step=before_step,
         card=final_card,
     )
+
+
+def _training_batches(
+    data: FinetuneData, augmenter: MaskingAugmenter, batch_size: int, seed: int, shard: Shard
+) -> Callable[[int], Iterator[dict[str, Any]]]:
+    """``skip -> this process's augmented micro-batches forever``, length-grouped, epoch after epoch."""
+    lengths = [len(e["input_ids"]) for e in data.train]
+    sampler = LengthGroupedBatches(lengths, batch_size * shard.world, seed=seed)  # global batches
+    per_epoch = global_batches_per_epoch(len(data.train), batch_size, shard.world)
+
+    def epoch_batches() -> list[list[int]]:
+        """This process's part of each global batch (near-equal contiguous parts; a last batch
+        shorter than the number of processes is dropped, so no process gets an empty one)."""
+        usable = [b for b in sampler.batches() if len(b) >= shard.world]
+        return [np.array_split(np.asarray(b), shard.world)[shard.rank].tolist() for b in usable]
+
+    def batches(skip: int) -> Iterator[dict[str, Any]]:
+        epoch, offset = divmod(skip, per_epoch)
+        while True:
+            sampler.set_epoch(epoch)
+            augmenter.set_epoch(epoch)
+            for indices in epoch_batches()[offset:]:
+                yield augmenter([data.train[i] for i in indices])
+            epoch, offset = epoch + 1, 0
+
+    return batches
 
 
 def _validation_batches(data: FinetuneData, tokenizer: PreTrainedTokenizerBase, batch_size: int) -> list[dict[str, Any]]:
@@ -390,11 +339,15 @@ def finetune(
         warnings=tracker.warnings,
         model=trained.model,
     )
-    output = Path(trained.output)
-    if not Shard.from_environment().is_main:
-        return result
+    if Shard.from_environment().is_main:
+        _write_results(result, config)
+    return result
+
+
+def _write_results(result: FinetuneResult, config: FinetuneConfig) -> None:
+    """``OUTPUT/results.json`` (the result and the resolved settings) and ``OUTPUT/confusion.png``."""
+    output = Path(result.output)
     report = {**result.to_dict(), "config": flatten(config)}
     (output / RESULTS_FILE).write_text(json.dumps(report, indent=2), encoding="utf-8")
     title = f"validation, step {result.final_step}"
     plot_confusion(result.final.scores.confusion, result.labels, output / CONFUSION_FILE, title=title)
-    return result

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenmask.blocks.build import PretrainBlocks, load_blocks
+from tokenmask.blocks.build import PretrainBlocks
+from tokenmask.blocks.load import load_blocks
 from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
@@ -24,8 +25,9 @@ from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline
 from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
-from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, mlm_loss_sum, train
+from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, train
 from tokenmask.train.models import build_model, load_model_with_notes, paired_tokenizer
+from tokenmask.train.step import mlm_loss_sum
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
 
@@ -88,8 +90,9 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
     tokenizer = paired_tokenizer(config.init, config.tokenizer)
     require_mask_token(tokenizer)
     notes: tuple[str, ...] = ()
-    if checkpoint is not None or config.init:
-        loaded = load_model_with_notes(checkpoint or config.init, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
+    source = checkpoint if checkpoint is not None else config.init  # a resumed run loads its checkpoint
+    if source is not None:
+        loaded = load_model_with_notes(source, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
         model, notes = loaded.model.train(), loaded.notes
     else:
         model = build_model(

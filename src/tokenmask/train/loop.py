@@ -13,7 +13,6 @@ import math
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,12 +21,10 @@ import torch
 from accelerate import Accelerator
 
 from tokenmask.collate.stream import Shard
-from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_model
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.groups import HeadWarmup, lr_multipliers, parameter_groups
-from tokenmask.train.heads import masked_lm_loss
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
 from tokenmask.train.parallel import LossModule, gathered_rng_states, make_accelerator, restore_rng_state, summed
@@ -42,11 +39,9 @@ from tokenmask.train.runs import (
     write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
+from tokenmask.train.step import LossFunction, backward_step, count_targets
 
-__all__ = ["Job", "NonFiniteSteps", "TrainResult", "backward_step", "train"]
-
-LossFunction = Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor]
-"""``(model, batch) -> summed loss`` (a 0-d tensor with grad) over the batch's targets."""
+__all__ = ["Job", "NonFiniteSteps", "QuietReporter", "Reporter", "TrainResult", "train"]
 
 
 class Reporter(Protocol):
@@ -103,16 +98,6 @@ class Job:
     card: Callable[[TrainResult], str] = lambda result: ""
 
 
-def mlm_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The masked-LM loss summed over a batch's targets, with the sparse head."""
-    return masked_lm_loss(model, batch, count_correct=False).loss_sum
-
-
-def count_targets(micro_batches: list[dict[str, torch.Tensor]]) -> int:
-    """Labels other than -100 in the micro-batches: masked tokens, labelled tokens or examples."""
-    return sum(int((b["labels"] != IGNORE_INDEX).sum()) for b in micro_batches)
-
-
 def _optimizer(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimizer:
     """AdamW without weight decay on biases and norms, with layer-wise learning rates and the head
     apart where the config asks (:func:`~tokenmask.train.groups.parameter_groups`); the fused
@@ -120,56 +105,6 @@ def _optimizer(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimi
     groups = parameter_groups(model, config)
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.98), eps=1e-6, fused=fused)
-
-
-def backward_step(
-    model: torch.nn.Module,
-    micro_batches: list[dict[str, torch.Tensor]],
-    *,
-    loss: LossFunction | None = None,
-    accelerator: Accelerator | None = None,
-    step_targets: int | None = None,
-    processes: int = 1,
-) -> tuple[float, int]:
-    """Backward pass of one optimizer step over its micro-batches; gradients accumulate.
-
-    Each micro-batch's loss sum is divided by the number of targets (labels other than -100:
-    masked tokens, labelled tokens, or examples) in the whole step, so the gradient equals that
-    of one batch holding all of them. ``loss`` gives a batch's summed loss (default: the MLM
-    loss with the sparse head).
-
-    Args:
-        step_targets: the step's target count in all processes together; by default counted
-            in ``micro_batches``.
-        processes: data-parallel processes whose gradients DDP / FSDP average; the loss is
-            multiplied by their number, so the average is the gradient of the global sum over
-            ``step_targets``.
-        accelerator: batches move to its device, the forward pass runs under its autocast (bf16
-            when enabled), and gradients are synchronised only after the last micro-batch.
-
-    Returns:
-        ``(loss sum / step_targets, real tokens)`` of these micro-batches (0.0 without targets,
-        which adds no gradient); summed over processes it is the step's mean loss per target.
-    """
-    loss = loss or mlm_loss_sum
-    step_targets = count_targets(micro_batches) if step_targets is None else step_targets
-    loss_sum, tokens = 0.0, 0
-    for number, batch in enumerate(micro_batches, start=1):
-        if accelerator is None:
-            total = loss(model, batch)
-        else:
-            batch = {k: v.to(accelerator.device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
-            synchronise = number == len(micro_batches)  # DDP: all-reduce gradients once per step
-            with nullcontext() if synchronise else accelerator.no_sync(model):
-                with accelerator.autocast():
-                    total = loss(model, batch)
-                if step_targets:
-                    accelerator.backward(total * processes / step_targets)
-        if accelerator is None and step_targets:
-            (total / step_targets).backward()
-        loss_sum += float(total.detach())
-        tokens += int(batch["attention_mask"].sum())
-    return loss_sum / max(step_targets, 1), tokens
 
 
 class NonFiniteSteps(ValueError):

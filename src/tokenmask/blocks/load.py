@@ -1,0 +1,36 @@
+"""A run's blocks from its settings: the corpus given (or the bundled plays), read and packed by :mod:`.build`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tokenmask.blocks.build import PretrainBlocks, build_blocks, corpus_blocks
+from tokenmask.blocks.config import BlocksConfig
+from tokenmask.text.config import ReadingConfig
+from tokenmask.text.corpus import read_texts
+from tokenmask.text.resources import shakespeare_scenes
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+
+def load_blocks(
+    corpus: Sequence[str], tokenizer: PreTrainedTokenizerBase, *, reading: ReadingConfig, blocks: BlocksConfig
+) -> PretrainBlocks:
+    """A run's training and validation blocks: of ``corpus`` (:func:`corpus_blocks`), or of the
+    bundled plays, one document per scene, when ``corpus`` is empty; from the block cache when it holds them."""
+    settings: dict[str, Any] = dict(
+        block_length=blocks.max_length, validation_share=blocks.validation_share, cache_dir=blocks.cache_dir,
+        use_cache=not blocks.no_cache,
+    )  # fmt: skip
+    if corpus:
+        return corpus_blocks(corpus, tokenizer, **reading.keywords(), **settings)
+    return build_blocks(shakespeare_scenes(), tokenizer, **settings)
+
+
+def corpus_documents(corpus: Sequence[str], reading: ReadingConfig) -> Iterable[str]:
+    """The non-blank documents of ``corpus``, streamed, or the bundled plays (one per scene) when it is empty."""
+    if corpus:
+        return read_texts(corpus, **reading.keywords())
+    return shakespeare_scenes()

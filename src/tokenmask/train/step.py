@@ -1,0 +1,81 @@
+"""One optimizer step's backward pass over its micro-batches, with the loss normalised once.
+
+The loss of a step is the sum of token losses over all its micro-batches divided by the
+number of targets in the whole step (across gradient-accumulation micro-batches and
+data-parallel processes), so accumulation gives the gradient of one large batch; a step
+without targets adds nothing, never NaN. :mod:`tokenmask.train.loop` calls it once per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext
+
+import torch
+from accelerate import Accelerator
+
+from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.train.heads import masked_lm_loss
+
+LossFunction = Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor]
+"""``(model, batch) -> summed loss`` (a 0-d tensor with grad) over the batch's targets."""
+
+
+def mlm_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The masked-LM loss summed over a batch's targets, with the sparse head."""
+    return masked_lm_loss(model, batch, count_correct=False).loss_sum
+
+
+def count_targets(micro_batches: list[dict[str, torch.Tensor]]) -> int:
+    """Labels other than -100 in the micro-batches: masked tokens, labelled tokens or examples."""
+    return sum(int((b["labels"] != IGNORE_INDEX).sum()) for b in micro_batches)
+
+
+def backward_step(
+    model: torch.nn.Module,
+    micro_batches: list[dict[str, torch.Tensor]],
+    *,
+    loss: LossFunction | None = None,
+    accelerator: Accelerator | None = None,
+    step_targets: int | None = None,
+    processes: int = 1,
+) -> tuple[float, int]:
+    """Backward pass of one optimizer step over its micro-batches; gradients accumulate.
+
+    Each micro-batch's loss sum is divided by the number of targets (labels other than -100:
+    masked tokens, labelled tokens, or examples) in the whole step, so the gradient equals that
+    of one batch holding all of them. ``loss`` gives a batch's summed loss (default: the MLM
+    loss with the sparse head).
+
+    Args:
+        step_targets: the step's target count in all processes together; by default counted
+            in ``micro_batches``.
+        processes: data-parallel processes whose gradients DDP / FSDP average; the loss is
+            multiplied by their number, so the average is the gradient of the global sum over
+            ``step_targets``.
+        accelerator: batches move to its device, the forward pass runs under its autocast (bf16
+            when enabled), and gradients are synchronised only after the last micro-batch.
+
+    Returns:
+        ``(loss sum / step_targets, real tokens)`` of these micro-batches (0.0 without targets,
+        which adds no gradient); summed over processes it is the step's mean loss per target.
+    """
+    loss = loss or mlm_loss_sum
+    step_targets = count_targets(micro_batches) if step_targets is None else step_targets
+    loss_sum, tokens = 0.0, 0
+    for number, batch in enumerate(micro_batches, start=1):
+        if accelerator is None:
+            total = loss(model, batch)
+        else:
+            batch = {k: v.to(accelerator.device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+            synchronise = number == len(micro_batches)  # DDP: all-reduce gradients once per step
+            with nullcontext() if synchronise else accelerator.no_sync(model):
+                with accelerator.autocast():
+                    total = loss(model, batch)
+                if step_targets:
+                    accelerator.backward(total * processes / step_targets)
+        if accelerator is None and step_targets:
+            (total / step_targets).backward()
+        loss_sum += float(total.detach())
+        tokens += int(batch["attention_mask"].sum())
+    return loss_sum / max(step_targets, 1), tokens
