@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard
+from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
 
 from tokenmask.blocks.pack import batched
 from tokenmask.labelled.examples import (
@@ -22,6 +22,7 @@ from tokenmask.labelled.examples import (
     SideCounts,
     SplitBy,
     TaggedSentence,
+    Task,
     class_vocab,
     split_examples,
     tag_vocab,
@@ -31,8 +32,6 @@ from tokenmask.masking.config import IGNORE_INDEX
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
-Task = Literal["classify", "tokens"]
-"""What is learnt: ``classify`` (one label per text) or ``tokens`` (one tag per word); the values of ``--task``."""
 DEFAULT_MAX_LENGTH = 128
 DEFAULT_VALIDATION_SHARE = 0.1
 """Share of the examples (or groups) held out when no validation data is given."""

@@ -32,6 +32,8 @@ COLUMN_HINT = "(choose with text_column / label_column / group_by)"
 TAG_COLUMN_HINT = "(choose with tokens_column / tags_column / group_by)"
 
 SplitBy = Literal["text", "group"]
+Task = Literal["classify", "tokens"]
+"""What is learnt: one label per text (``classify``) or one tag per word (``tokens``)."""
 SPLIT_BY: tuple[str, ...] = ("text", "group")
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tokenmask.blocks.config import BlocksConfig
+from tokenmask.labelled.examples import Task
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.settings import build, check, flatten, setting
 from tokenmask.text.config import ReadingConfig
@@ -102,8 +103,6 @@ def pretrain_config(settings: Mapping[str, Any]) -> PretrainConfig:
     return build(PretrainConfig, {**recipe, **settings})
 
 
-Task = Literal["classify", "tokens"]
-TASKS: tuple[str, ...] = ("classify", "tokens")
 FINETUNE_METRICS = {"classify": ("macro_f1", "accuracy", "loss"), "tokens": ("span_f1", "accuracy", "macro_f1", "loss")}
 """Metrics ``best_metric`` may name, per task; the first is the default. Loss is lower-better."""
 
