@@ -46,6 +46,7 @@ _EXPORTS = {
     "load_fill_mask": "tokenmask.use.fill",
     "audit_masking": "tokenmask.use.audit",
     "PretrainConfig": "tokenmask.recipes.config",
+    "pretrain_config": "tokenmask.recipes.config",
     "pretrain": "tokenmask.recipes.pretrain",
     "FinetuneConfig": "tokenmask.recipes.config",
     "finetune": "tokenmask.recipes.finetune",
