@@ -28,6 +28,15 @@ def block_cache(tmp_path_factory):
         yield root
 
 
+@pytest.fixture(scope="module")
+def datasets_quiet():
+    """``datasets``, with its progress bars off while a module's tests run (skipped where it is not installed)."""
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    yield datasets
+    datasets.enable_progress_bars()
+
+
 @pytest.fixture(scope="session")
 def lines() -> list[str]:
     """The first 5,000 spoken lines of Shakespeare."""

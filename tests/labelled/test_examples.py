@@ -32,14 +32,6 @@ ROWS = [
 EXPECTED = [LabelledText(r["text"], r["label"], r["movie"]) for r in ROWS]
 
 
-@pytest.fixture(scope="module")
-def datasets_quiet():
-    datasets = pytest.importorskip("datasets")
-    datasets.disable_progress_bars()
-    yield datasets
-    datasets.enable_progress_bars()
-
-
 def write_jsonl(path, records):
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path

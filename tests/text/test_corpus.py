@@ -14,14 +14,6 @@ from tokenmask.text.corpus import expand_paths, read_documents, read_texts
 TEXT = "first line\n\nsecond line\nthird\n"
 
 
-@pytest.fixture(scope="module")
-def datasets_quiet():
-    datasets = pytest.importorskip("datasets")
-    datasets.disable_progress_bars()
-    yield datasets
-    datasets.enable_progress_bars()
-
-
 def write_jsonl(path, records):
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
     return path
