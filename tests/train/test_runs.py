@@ -106,6 +106,13 @@ def test_keep_last_is_at_least_one():
 # ---- one run per folder --------------------------------------------------------------------
 
 
+def test_a_run_without_an_output_folder_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # LoopConfig's default output is "": it must not mean the current folder
+    with pytest.raises(ValueError, match="--output is required"):
+        check_output(Path(LoopConfig().output), LoopConfig())
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_folder_holding_a_run_needs_resume_or_overwrite(tmp_path):
     settings = LoopConfig(output=str(tmp_path), max_steps=1)
     check_output(tmp_path / "nothing-yet", replace(settings, resume=True))  # a preemption script may always resume

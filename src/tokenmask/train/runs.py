@@ -39,8 +39,11 @@ def check_output(output: Path, config: LoopConfig) -> None:
     the beginning), so a preemption script can always pass ``--resume``.
 
     Raises:
-        ValueError: ``output`` holds a run and neither ``resume`` nor ``overwrite`` is set.
+        ValueError: no output folder given, or ``output`` holds a run and neither ``resume`` nor
+            ``overwrite`` is set.
     """
+    if not config.output:  # LoopConfig's default: Path("") would be the current folder
+        raise ValueError("--output is required: the folder the run writes to (LoopConfig.output)")
     holds_run = (output / CONFIG_FILE).exists()
     if holds_run and not (config.resume or config.overwrite):
         raise ValueError(f"{output} already holds a run: pass --resume to continue it, or --overwrite")
