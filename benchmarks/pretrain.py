@@ -25,6 +25,7 @@ Run from the repository root::
     python benchmarks/pretrain.py                          # throughput, bert-mini, ~5 min on 2 cores
     python benchmarks/pretrain.py --equal-time 4           # plus accuracy at 4 minutes each (~14 min)
     python benchmarks/pretrain.py --preset modernbert-tiny --batch-size 8 --lr 2e-3 --repeats 1 --equal-time 4
+    python benchmarks/pretrain.py --init minilm            # continued pre-training, 10 min per run (~35 min)
 """
 
 from __future__ import annotations
@@ -206,8 +207,20 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate, both sides")
     parser.add_argument("--equal-time", type=float, metavar="MINUTES", help="also compare accuracy after this training time")
+    parser.add_argument(
+        "--init",
+        choices=["minilm"],
+        help="instead: continued pre-training at equal time (--equal-time, default 10 min) against the Trainer, "
+        "scored on the King James Bible (benchmarks/continued.py)",
+    )
+    parser.add_argument("--hf-lr", type=float, default=3e-4, help="with --init: the Trainer's learning rate")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.init:
+        from continued import main as continued
+
+        continued(minutes=args.equal_time or 10.0, hf_lr=args.hf_lr, json_path=args.json)
+        return
 
     tokenizer = load_tokenizer("bert-base-uncased")
     # the same documents, split and blocks as tokenmask's default run (the bundled plays)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,33 +166,18 @@ class ProgressReporter:
 def print_fill_demo(model_dir, lines: Sequence[str], console: Console | None = None) -> None:
     """Hide one word of each held-out line and show the model's top 3 guesses, with a tally.
 
-    The hidden word is picked by a hash of the line (not chosen to flatter the model), so the
-    demo shows what the model gets right and wrong, the same on every run.
+    The hidden word is picked by a hash of the line (:func:`tokenmask.use.fill.demo_word`), so
+    the demo shows what the model gets right and wrong, the same on every run.
     """
-    from tokenmask.use.fill import fill_mask, load_fill_mask
+    from tokenmask.use.fill import fill_demo, load_fill_mask
 
     console = console or Console(highlight=False)
-    fill = load_fill_mask(model_dir)
     console.print("\nfill-mask on held-out lines (one word hidden, picked by a hash of the line):")
-    hits = 0
-    for line in lines:
-        words = line.split()
-        target = demo_word(words, line)
-        hidden = words[target].strip(".,;:!?'\"")
-        masked = " ".join(w.replace(hidden, "[MASK]", 1) if i == target else w for i, w in enumerate(words))
-        guesses = fill_mask(fill, masked, top_k=3)[0]
-        hit = hidden.lower() in [g["token"] for g in guesses]
-        hits += hit
-        shown = ", ".join(f"{g['token']} ({g['score']:.2f})" for g in guesses)
-        console.print(f"  {masked}\n    answer: {hidden.lower()}   guesses: {shown}   {'[green]in top 3[/]' if hit else ''}")
-    console.print(f"answer among the top 3 guesses in {hits} of {len(lines)} lines")
-
-
-def demo_word(words: Sequence[str], line: str) -> int:
-    """Index of the word a demo hides: a hash of the line picks among the alphabetic words.
-
-    ``["To", "be,", "or"]`` -> one of 0, 1, 2, the same for the same line on every run.
-    """
-    candidates = [i for i, w in enumerate(words) if w.strip(".,;:!?'\"").isalpha()] or list(range(len(words)))
-    digest = int.from_bytes(hashlib.blake2b(line.encode("utf-8"), digest_size=4).digest(), "little")
-    return candidates[digest % len(candidates)]
+    records = fill_demo(load_fill_mask(model_dir), lines)
+    for record in records:
+        shown = ", ".join(f"{g['token']} ({g['score']:.2f})" for g in record["guesses"])
+        console.print(
+            f"  {record['masked']}\n    answer: {record['answer']}   guesses: {shown}   "
+            f"{'[green]in top 3[/]' if record['hit'] else ''}"
+        )
+    console.print(f"answer among the top 3 guesses in {sum(r['hit'] for r in records)} of {len(records)} lines")

@@ -1,8 +1,10 @@
-"""Fill-mask with a trained checkpoint: ``[MASK]`` or ``<mask>`` in, ranked tokens out."""
+"""Fill-mask with a trained checkpoint: ``[MASK]`` or ``<mask>`` in, ranked tokens out; the demo's guesses."""
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +45,32 @@ def fill_mask(fill, text: str, *, top_k: int = 5) -> list[list[dict[str, Any]]]:
     if results and isinstance(results[0], dict):  # one mask: the pipeline returns a flat list
         results = [results]
     return [[{"token": r["token_str"].strip(), "score": float(r["score"])} for r in per_mask] for per_mask in results]
+
+
+def fill_demo(fill, lines: Sequence[str], *, top_k: int = 3) -> list[dict[str, Any]]:
+    """Hide one word of each line (:func:`demo_word`) and ask ``fill`` for its ``top_k`` guesses.
+
+    Returns one record per line: ``{"masked": str, "answer": str, "guesses": [{"token", "score"}...],
+    "hit": bool}``, where ``hit`` says the answer (lower-cased) is among the guesses.
+    """
+    records = []
+    for line in lines:
+        words = line.split()
+        target = demo_word(words, line)
+        hidden = words[target].strip(".,;:!?'\"")
+        masked = " ".join(w.replace(hidden, "[MASK]", 1) if i == target else w for i, w in enumerate(words))
+        guesses = fill_mask(fill, masked, top_k=top_k)[0]
+        answer = hidden.lower()
+        records.append({"masked": masked, "answer": answer, "guesses": guesses, "hit": answer in [g["token"] for g in guesses]})
+    return records
+
+
+def demo_word(words: Sequence[str], line: str) -> int:
+    """Index of the word a demo hides: a hash of the line picks among the alphabetic words.
+
+    The word is not chosen to flatter the model, and the same line hides the same word on
+    every run. ``["To", "be,", "or"]`` -> one of 0, 1, 2.
+    """
+    candidates = [i for i, w in enumerate(words) if w.strip(".,;:!?'\"").isalpha()] or list(range(len(words)))
+    digest = int.from_bytes(hashlib.blake2b(line.encode("utf-8"), digest_size=4).digest(), "little")
+    return candidates[digest % len(candidates)]

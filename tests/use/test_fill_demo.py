@@ -1,6 +1,6 @@
-"""Terminal views: the fill-mask demo's choice of hidden word."""
+"""The fill-mask demo: its choice of hidden word."""
 
-from tokenmask.cli.render import demo_word
+from tokenmask.use.fill import demo_word
 
 
 def test_demo_word_is_an_alphabetic_word_fixed_by_the_line():
