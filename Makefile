@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench lowest
+.PHONY: setup demo test lint bench lowest browser
 
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/data.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,15 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/tokenmask pretrain --output runs/demo --overwrite
 
-test: setup
-	$(BIN)/python -m pytest -q
+test: setup browser
+	TOKENMASK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q
+
+# A real headless browser for the report.html test: Debian's chromium and its driver, used
+# through Selenium (no browser download). Installed with apt-get when missing (needs root).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ [ "$$(id -u)" = 0 ] || { echo "make browser: chromium and chromedriver are missing; run as root or: sudo apt-get install chromium chromium-driver" >&2; exit 1; }; \
+		  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
