@@ -146,7 +146,9 @@ def corpus_vocabulary(
     from tokenmask.text.resources import shakespeare_scenes
 
     reading = reading or ReadingConfig()
-    settings = dict(min_count=units.pmi_min_count, vocab_size=units.pmi_vocab_size, cache_dir=cache_dir, use_cache=use_cache)
+    settings: dict[str, Any] = dict(
+        min_count=units.pmi_min_count, vocab_size=units.pmi_vocab_size, cache_dir=cache_dir, use_cache=use_cache
+    )
     if not corpus:
         scenes = shakespeare_scenes()
         return pmi_vocabulary(lambda: scenes, tokenizer, source={"texts": texts_fingerprint(scenes)}, **settings)

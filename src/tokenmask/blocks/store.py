@@ -65,8 +65,8 @@ class BlockWriter:
                 pa.array([b["id"] + self.ids_offset for b in self._buffer], type=pa.int64()),
             ]
             if self.schema is PHRASE_SCHEMA:
-                columns.append(_int32_lists([b["merged_word_ids"] for b in self._buffer]))  # type: ignore[typeddict-item]
-                columns.append(_int32_lists([b["term_mask"] for b in self._buffer]))  # type: ignore[typeddict-item]
+                columns.append(_int32_lists([b["merged_word_ids"] for b in self._buffer]))
+                columns.append(_int32_lists([b["term_mask"] for b in self._buffer]))
             self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
             self._buffer = []
 

@@ -21,6 +21,9 @@ import numpy as np
 SHARES = {2: 0.5, 3: 0.25, 4: 0.125, 5: 0.125}
 """The paper's mix of the vocabulary: half bigrams, a quarter trigrams, an eighth each 4- and 5-grams."""
 
+MAX_PMI_N = 5
+"""The longest n-gram of a PMI vocabulary."""
+
 BREAK = -1
 """A position no n-gram may span: between documents, and on words without a letter or digit."""
 
@@ -106,7 +109,7 @@ def segmentations(n: int) -> list[list[tuple[int, int]]]:
 
 
 def rank_collocations(
-    documents: Iterable[list[str]], *, min_count: int | None = None, vocab_size: int | None = None, max_n: int = 5
+    documents: Iterable[list[str]], *, min_count: int | None = None, vocab_size: int | None = None, max_n: int = MAX_PMI_N
 ) -> tuple[list[Collocation], int]:
     """The PMI vocabulary of a corpus and the number of words read.
 
