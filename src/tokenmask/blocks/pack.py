@@ -153,8 +153,8 @@ class BlockPacker:
             "word_ids": [w - base if w >= 0 else -1 for w in self._words],
             "id": self.counts.blocks,
         }
-        if self.phrases:  # merged ids share the word numbering: a phrase cut by the block end stays one word
-            block["merged_word_ids"] = [w - base if w >= 0 else -1 for w in self._merged]
+        if self.phrases:  # numbered like the word ids; a phrase begun in the previous block merges from the first word
+            block["merged_word_ids"] = [max(m, base) - base if w >= 0 else -1 for w, m in zip(self._words, self._merged)]
             block["term_mask"] = self._terms
         self.counts.blocks += 1
         self.counts.block_tokens += len(self._ids)

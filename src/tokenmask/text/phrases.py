@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +36,17 @@ class PhraseColumns(NamedTuple):
     """1 on tokens inside a term occurrence, else 0."""
 
 
+_EDGE_PUNCTUATION = re.compile(r"^\W+|\W+$")
+
+
 def document_words(text: str, offsets: Sequence[tuple[int, int]], word_ids: Sequence[int | None]) -> list[str]:
-    """The lower-cased text of each word, by word index, cut from ``text`` by the token offsets.
+    """The key of each word, by word index: its text cut from ``text`` by the token offsets,
+    lower-cased, without punctuation at its ends (a word of punctuation only is kept as it is).
 
     ``document_words("New York", [(0, 3), (4, 8)], [0, 1])  ->  ["new", "york"]``; the pieces
-    of one word (``[(0, 2), (2, 4)]``, ``[0, 0]`` on ``"Asp."``) give one text (``"asp."``).
+    of one word (``[(0, 2), (2, 4)]``, ``[0, 0]`` on ``"Asp."``) give one key (``"asp"``). The
+    ends are cut because tokenizers split on whitespace only (SentencePiece: ``"lord,"`` is one
+    word) or at punctuation too (BERT: ``"lord"``, ``","``): the key is ``"lord"`` for both.
     """
     count = 1 + max((w for w in word_ids if w is not None), default=-1)
     starts, ends = [len(text)] * count, [0] * count
@@ -47,7 +54,11 @@ def document_words(text: str, offsets: Sequence[tuple[int, int]], word_ids: Sequ
         if word is not None:
             starts[word] = min(starts[word], start)
             ends[word] = max(ends[word], end)
-    return [text[s:e].strip().lower() for s, e in zip(starts, ends)]
+    keys = []
+    for start, end in zip(starts, ends):
+        word = text[start:end].strip().lower()
+        keys.append(_EDGE_PUNCTUATION.sub("", word) or word)
+    return keys
 
 
 @dataclass(frozen=True)
