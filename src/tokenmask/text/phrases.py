@@ -50,10 +50,10 @@ def document_words(text: str, offsets: Sequence[tuple[int, int]], word_ids: Sequ
     """
     count = 1 + max((w for w in word_ids if w is not None), default=-1)
     starts, ends = [len(text)] * count, [0] * count
-    for (start, end), word in zip(offsets, word_ids):
-        if word is not None:
-            starts[word] = min(starts[word], start)
-            ends[word] = max(ends[word], end)
+    for (start, end), index in zip(offsets, word_ids):
+        if index is not None:
+            starts[index] = min(starts[index], start)
+            ends[index] = max(ends[index], end)
     keys = []
     for start, end in zip(starts, ends):
         word = text[start:end].strip().lower()
