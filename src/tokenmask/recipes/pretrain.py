@@ -100,6 +100,8 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         )
     phrases = load_phrases(config.corpus, tokenizer, config.masking.units, reading=config.reading, blocks=config.blocks)
     blocks = load_blocks(config.corpus, tokenizer, reading=config.reading, blocks=config.blocks, phrases=phrases)
+    if phrases is not None:
+        notes = (f"masked as units: {len(phrases.terms):,} terms, {len(phrases.ngrams):,} PMI n-grams", *notes)
     for line in (blocks.describe(), *notes):
         reporter.message(line)
     collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed)
