@@ -166,7 +166,7 @@ def mask_tokens(
         example_ids: ``(B,)`` int64, one stable id per example (its randomness is keyed on it).
         seed: run seed.
         epoch: epoch for dynamic masking (``epoch % dupe_factor`` for static masking).
-        unit_config: masking unit (token, whole_word, span, ngram, given).
+        unit_config: masking unit (token, whole_word, span, ngram, pmi, given).
         selection: rate, bernoulli/exact, min per sequence, max predictions.
         corruption: mask / random / keep probabilities, per token or per unit.
         attention_mask: ``(B, T)``, 0 on padding; padding is never selected.
