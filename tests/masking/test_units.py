@@ -9,10 +9,12 @@ from tokenmask.masking.units import (
     geometric_lengths,
     given_units,
     group_words,
+    merge_words,
     ngram_lengths,
     ngram_units,
     span_units,
     spread_from_starts,
+    term_token_units,
     token_units,
     unit_starts,
     word_units,
@@ -124,3 +126,20 @@ def test_spans_start_on_word_starts_and_cover_whole_words():
     units = span_units(words, RowKeys.derive(np.array([0]), seed=0))
     for w in range(300):
         assert len(set(units[0][word_ids[0] == w].tolist())) == 1
+
+
+def test_merge_words_by_word_spans():
+    # words 1..2 and 4..5 merged: word 2 takes id 1, word 5 id 4; specials (-1) and word 3 unchanged
+    word_ids = np.array([-1, 0, 1, 1, 2, 3, 4, 5, 5, -1])
+    merged = merge_words(word_ids, np.array([[1, 3], [4, 6]]))
+    assert merged.tolist() == [-1, 0, 1, 1, 1, 3, 4, 4, 4, -1]
+    assert merge_words(word_ids, np.zeros((0, 2), dtype=np.int64)).tolist() == word_ids.tolist()
+    assert merged is not word_ids and word_ids.tolist() == [-1, 0, 1, 1, 2, 3, 4, 5, 5, -1]
+
+
+def test_term_token_units_keep_terms_together_and_split_other_words():
+    # [CLS] a ##b (term, merged id 1) c ##d (not a term) [SEP]: the term is one unit, c and ##d one each
+    word_ids = np.array([[-1, 0, 1, 1, 2, 2, -1]])
+    terms = np.array([[0, 0, 1, 1, 0, 0, 0]])
+    eligible = np.array([[False, True, True, True, True, True, False]])
+    assert term_token_units(word_ids, terms, eligible).tolist() == [[-1, 0, 1, 1, 2, 3, -1]]

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
+    from tokenmask.text.phrases import Phrases
+
 from tokenmask.blocks.cache import (
     cache_key,
     default_cache_root,
@@ -30,6 +32,7 @@ from tokenmask.blocks.cache import (
     tokenizer_fingerprint,
 )
 from tokenmask.blocks.pack import BlockPacker, PackingCounts, batched, encode_documents, frame_ids
+from tokenmask.blocks.pack import encode_chunk as _encode_chunk
 from tokenmask.blocks.progress import EncodingProgress
 from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
 from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents
@@ -121,6 +124,7 @@ def build_blocks(
     use_cache: bool = True,
     progress: bool | None = None,
     batch_size: int = 1000,
+    phrases: Phrases | None = None,
 ) -> PretrainBlocks:
     """Split documents, pack each side into blocks of ``block_length`` tokens.
 
@@ -138,6 +142,8 @@ def build_blocks(
         use_cache: False builds in a temporary folder, neither reading nor writing the cache.
         progress: show a progress bar on stderr; None shows it when stderr is a terminal.
         batch_size: texts encoded per tokenizer call.
+        phrases: PMI n-grams and terms to find; blocks then carry ``merged_word_ids`` and
+            ``term_mask`` (:class:`~tokenmask.blocks.pack.Block`), and the cache key covers them.
 
     Raises:
         ValueError: bad settings, no text, or too little for training.
@@ -146,7 +152,7 @@ def build_blocks(
     key = None
     if use_cache and isinstance(texts, (list, tuple)):
         source = {"texts": texts_fingerprint(texts), "count": len(texts)}
-        key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
+        key = cache_key(_key_settings(source, tokenizer, block_length, validation_share, phrases))
     total = len(texts) if isinstance(texts, Sized) else None
     return _cached_or_built(
         lambda: iter(texts),
@@ -158,6 +164,7 @@ def build_blocks(
         progress=progress,
         total=total,
         batch_size=batch_size,
+        phrases=phrases,
     )
 
 
@@ -176,6 +183,7 @@ def corpus_blocks(
     use_cache: bool = True,
     progress: bool | None = None,
     batch_size: int = 1000,
+    phrases: Phrases | None = None,
 ) -> PretrainBlocks:
     """:func:`build_blocks` for a corpus on disk, streamed, cached by its files' identity.
 
@@ -202,13 +210,13 @@ def corpus_blocks(
     if use_cache:
         source = {"files": fingerprint_sources(sources), "boundary": boundary, "text_field": text_field, "split": split,
                   "strict": strict, "max_line_bytes": max_line_bytes}  # fmt: skip
-        key = cache_key(_key_settings(source, tokenizer, block_length, validation_share))
+        key = cache_key(_key_settings(source, tokenizer, block_length, validation_share, phrases))
     stats = ReadStats()
     reading = dict(boundary=boundary, text_field=text_field, split=split, strict=strict, max_line_bytes=max_line_bytes)
     return _cached_or_built(
         lambda: read_documents(sources, **reading, stats=stats), tokenizer,  # type: ignore[arg-type]  # the keywords above
         key=key, root=_root(cache_dir), block_length=block_length, validation_share=validation_share,
-        progress=progress, total=None, batch_size=batch_size, stats=stats,
+        progress=progress, total=None, batch_size=batch_size, stats=stats, phrases=phrases,
     )  # fmt: skip
 
 
@@ -226,14 +234,21 @@ def _root(cache_dir: str | Path | None) -> Path:
 
 
 def _key_settings(
-    source: dict[str, Any], tokenizer: PreTrainedTokenizerBase, block_length: int, validation_share: float
+    source: dict[str, Any],
+    tokenizer: PreTrainedTokenizerBase,
+    block_length: int,
+    validation_share: float,
+    phrases: Phrases | None,
 ) -> dict[str, Any]:
-    return {
+    settings = {
         "source": source,
         "tokenizer": tokenizer_fingerprint(tokenizer),
         "block_length": block_length,
         "validation_share": validation_share,
     }
+    if phrases is not None:  # absent otherwise, so that the keys of plain blocks stay what they were
+        settings["phrases"] = phrases.fingerprint()
+    return settings
 
 
 def _cached_or_built(
@@ -248,6 +263,7 @@ def _cached_or_built(
     total: int | None,
     batch_size: int,
     stats: ReadStats | None = None,
+    phrases: Phrases | None = None,
 ) -> PretrainBlocks:
     """Load the entry ``key`` when it exists; else build it (in a staging folder) and publish it.
 
@@ -269,6 +285,7 @@ def _cached_or_built(
                 batch_size=batch_size,
                 progress=bar,
                 stats=stats or ReadStats(),
+                phrases=phrases,
             )
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -294,6 +311,7 @@ def _write_entry(
     batch_size: int,
     progress: EncodingProgress,
     stats: ReadStats,
+    phrases: Phrases | None = None,
 ) -> None:
     """One pass: read, split, encode and pack the documents into ``folder``; ``meta.json`` last.
 
@@ -306,22 +324,28 @@ def _write_entry(
     from tokenmask.blocks.store import BlockWriter  # pyarrow: not on the import path of `tokenmask --help`
 
     start, separator = frame_ids(tokenizer)
-    packers = {side: BlockPacker(block_length=block_length, start=start, separator=separator) for side in _SIDES}
+    with_phrases = phrases is not None
+    packers = {
+        side: BlockPacker(block_length=block_length, start=start, separator=separator, phrases=with_phrases) for side in _SIDES
+    }
     read = empty = 0
-    with BlockWriter(folder / "train.arrow") as train, BlockWriter(folder / "validation.part") as validation:
+    with (
+        BlockWriter(folder / "train.arrow", phrases=with_phrases) as train,
+        BlockWriter(folder / "validation.part", phrases=with_phrases) as validation,
+    ):
         writers = {"train": train, "validation": validation}
         for chunk in batched(documents, batch_size):
             texts = [text for text in chunk if text.strip()]
             read, empty = read + len(chunk), empty + len(chunk) - len(texts)
             sides = ["validation" if is_validation(text, validation_share) else "train" for text in texts]
-            for side, (ids, word_ids) in zip(sides, encode_documents(texts, tokenizer)):
-                writers[side].write(packers[side].add(ids, word_ids))
+            for side, (ids, word_ids, columns) in zip(sides, _encoded(texts, tokenizer, phrases)):
+                writers[side].write(packers[side].add(ids, word_ids, columns))
             progress.update(documents=read, tokens=sum(p.counts.text_tokens for p in packers.values()))
         for side in _SIDES:
             writers[side].write(packers[side].finish())
     if packers["train"].counts.blocks == 0:
         raise ValueError(_no_training_text(read, empty, packers["validation"].counts.documents))
-    _offset_ids(folder / "validation.part", folder / "validation.arrow", packers["train"].counts.blocks)
+    _offset_ids(folder / "validation.part", folder / "validation.arrow", packers["train"].counts.blocks, with_phrases)
     meta = {
         "block_length": block_length, "empty_documents": empty, **_merged(packers),
         "invalid_utf8": stats.invalid_utf8, "first_invalid_utf8": stats.first_invalid,
@@ -342,11 +366,19 @@ def _no_training_text(read: int, empty: int, validation: int) -> str:
     )
 
 
-def _offset_ids(part: Path, path: Path, offset: int) -> None:
+def _encoded(texts: list[str], tokenizer: PreTrainedTokenizerBase, phrases: Phrases | None) -> list[tuple[Any, Any, Any]]:
+    """Each document's ``(ids, word ids, phrase columns or None)``; plain blocks go through
+    :func:`encode_documents` (looked up here, so tests may count its calls)."""
+    if phrases is None:
+        return [(ids, word_ids, None) for ids, word_ids in encode_documents(texts, tokenizer)]
+    return _encode_chunk(texts, tokenizer, phrases)
+
+
+def _offset_ids(part: Path, path: Path, offset: int, phrases: bool) -> None:
     """Copy the validation blocks with ids after the training ones (known only at the end)."""
     from tokenmask.blocks.store import BlockWriter, read_blocks
 
-    with BlockWriter(path, ids_offset=offset) as writer:
+    with BlockWriter(path, ids_offset=offset, phrases=phrases) as writer:
         writer.write(read_blocks(part))
     part.unlink()
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokenmask.blocks.build import PretrainBlocks, build_blocks, corpus_blocks
 from tokenmask.blocks.config import BlocksConfig
+from tokenmask.masking.config import UnitConfig
 from tokenmask.text.config import ReadingConfig
 from tokenmask.text.corpus import read_texts
 from tokenmask.text.resources import shakespeare_scenes
@@ -14,19 +15,48 @@ from tokenmask.text.resources import shakespeare_scenes
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+    from tokenmask.blocks.pmi import PmiVocabulary
+    from tokenmask.text.phrases import Phrases
+
 
 def load_blocks(
-    corpus: Sequence[str], tokenizer: PreTrainedTokenizerBase, *, reading: ReadingConfig, blocks: BlocksConfig
+    corpus: Sequence[str],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    reading: ReadingConfig,
+    blocks: BlocksConfig,
+    phrases: Phrases | None = None,
 ) -> PretrainBlocks:
     """A run's training and validation blocks: of ``corpus`` (:func:`corpus_blocks`), or of the
-    bundled plays, one document per scene, when ``corpus`` is empty; from the block cache when it holds them."""
+    bundled plays, one document per scene, when ``corpus`` is empty; from the block cache when it
+    holds them. With ``phrases`` (PMI n-grams, terms) the blocks carry the merged word ids."""
     settings: dict[str, Any] = dict(
         block_length=blocks.max_length, validation_share=blocks.validation_share, cache_dir=blocks.cache_dir,
-        use_cache=not blocks.no_cache,
+        use_cache=not blocks.no_cache, phrases=phrases,
     )  # fmt: skip
     if corpus:
         return corpus_blocks(corpus, tokenizer, **reading.keywords(), **settings)
     return build_blocks(shakespeare_scenes(), tokenizer, **settings)
+
+
+def load_phrases(
+    corpus: Sequence[str],
+    tokenizer: PreTrainedTokenizerBase,
+    units: UnitConfig,
+    *,
+    reading: ReadingConfig,
+    blocks: BlocksConfig,
+) -> Phrases | None:
+    """The phrases masking with ``units`` finds in a run's corpus: its terms, and for strategy
+    'pmi' the corpus's PMI vocabulary (cached next to the blocks); None when neither is asked for."""
+    from tokenmask.blocks.pmi import corpus_vocabulary, masking_phrases
+
+    def vocabulary() -> PmiVocabulary:
+        return corpus_vocabulary(
+            corpus, tokenizer, units, reading=reading, cache_dir=blocks.cache_dir, use_cache=not blocks.no_cache
+        )
+
+    return masking_phrases(units, tokenizer, vocabulary)
 
 
 def corpus_documents(corpus: Sequence[str], reading: ReadingConfig) -> Iterable[str]:

@@ -16,16 +16,29 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
+    from tokenmask.text.phrases import PhraseColumns, Phrases
 
-class Block(TypedDict):
-    """A packed pre-training block, as the collators and the block store take it."""
 
+class _BlockTokens(TypedDict):
     input_ids: list[int]
     """Exactly ``block_length`` token ids (the last block of a corpus may be shorter)."""
     word_ids: list[int]
     """Word index per token, from 0 in each block; -1 on frame (start and separator) tokens."""
     id: int
     """The block's number (0, 1, …): its masks are keyed on it."""
+
+
+class Block(_BlockTokens, total=False):
+    """A packed pre-training block, as the collators and the block store take it.
+
+    Blocks packed with phrases (PMI n-grams, terms: :mod:`tokenmask.text.phrases`) also carry
+    ``merged_word_ids`` and ``term_mask``.
+    """
+
+    merged_word_ids: list[int]
+    """Word ids with each phrase merged into one word, numbered like ``word_ids``."""
+    term_mask: list[int]
+    """1 on tokens inside a term occurrence."""
 
 
 def frame_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int | None, int | None]:
@@ -75,16 +88,20 @@ class BlockPacker:
     ``[{"input_ids": [1, 7, 8, 2, 9], "word_ids": [-1, 0, 1, -1, 2], "id": 0}]``;
     ``finish()`` -> ``[{"input_ids": [1, 6, 2], "word_ids": [-1, 0, -1], "id": 1}]``.
 
+    With ``phrases=True`` every ``add`` brings the document's
+    :class:`~tokenmask.text.phrases.PhraseColumns`, and blocks carry them too.
+
     Raises:
         ValueError: ``block_length`` too small to hold the frame tokens and one token.
     """
 
-    def __init__(self, *, block_length: int, start: int | None, separator: int | None) -> None:
+    def __init__(self, *, block_length: int, start: int | None, separator: int | None, phrases: bool = False) -> None:
         frame = (start is not None) + (separator is not None)
         if block_length < frame + 1:
             raise ValueError(f"block_length must be at least {frame + 1}; got {block_length}")
         self.block_length = block_length
         self.start, self.separator = start, separator
+        self.phrases = phrases
         self.counts = PackingCounts()
         self._next_word = 0
         self._open()
@@ -92,24 +109,32 @@ class BlockPacker:
     def _open(self) -> None:
         self._ids: list[int] = [] if self.start is None else [self.start]
         self._words: list[int] = [] if self.start is None else [-1]
+        self._merged: list[int] = list(self._words)
+        self._terms: list[int] = [0] * len(self._words)
 
-    def add(self, ids: list[int], word_ids: list[int | None]) -> list[Block]:
+    def add(self, ids: list[int], word_ids: list[int | None], phrases: PhraseColumns | None = None) -> list[Block]:
         """Append one document; return the blocks it completed (often none)."""
         if not ids:
             self.counts.tokenless_documents += 1
             return []
+        if self.phrases != (phrases is not None):
+            raise ValueError("a packer made with phrases=True takes phrase columns with every document, and only then")
         words = [self._next_word + (w if w is not None else 0) for w in word_ids]
+        merged = words if phrases is None else [self._next_word + max(w, 0) for w in phrases.merged_word_ids]
+        terms = [0] * len(ids) if phrases is None else list(phrases.term_mask)
         self._next_word = max(words) + 1
         self.counts.documents += 1
         self.counts.text_tokens += len(ids)
         if self.separator is not None:
-            ids, words = ids + [self.separator], words + [-1]
+            ids, words, merged, terms = ids + [self.separator], words + [-1], merged + [-1], terms + [0]
             self.counts.frame_tokens += 1
         done, position = [], 0
         while position < len(ids):
             room = self.block_length - len(self._ids)
             self._ids.extend(ids[position : position + room])
             self._words.extend(words[position : position + room])
+            self._merged.extend(merged[position : position + room])
+            self._terms.extend(terms[position : position + room])
             position += room
             if len(self._ids) == self.block_length:
                 done.append(self._close())
@@ -128,6 +153,9 @@ class BlockPacker:
             "word_ids": [w - base if w >= 0 else -1 for w in self._words],
             "id": self.counts.blocks,
         }
+        if self.phrases:  # numbered like the word ids; a phrase begun in the previous block merges from the first word
+            block["merged_word_ids"] = [max(m, base) - base if w >= 0 else -1 for w, m in zip(self._words, self._merged)]
+            block["term_mask"] = self._terms
         self.counts.blocks += 1
         self.counts.block_tokens += len(self._ids)
         self.counts.frame_tokens += self.start is not None
@@ -141,21 +169,34 @@ def pack_texts(
     *,
     block_length: int,
     batch_size: int = 256,
+    phrases: Phrases | None = None,
 ) -> Iterator[Block]:
     """Yield blocks ``{"input_ids", "word_ids", "id"}`` (:class:`Block`) of exactly ``block_length`` tokens.
 
     Texts are encoded ``batch_size`` at a time. The last, partial block is yielded too
-    (shorter). Ids count blocks from 0.
+    (shorter). Ids count blocks from 0. With ``phrases``, blocks carry ``merged_word_ids`` and
+    ``term_mask`` too.
 
     Raises:
         ValueError: ``block_length`` too small to hold the framing tokens and one token.
     """
     start, separator = frame_ids(tokenizer)
-    packer = BlockPacker(block_length=block_length, start=start, separator=separator)
+    packer = BlockPacker(block_length=block_length, start=start, separator=separator, phrases=phrases is not None)
     for chunk in batched(texts, batch_size):
-        for ids, word_ids in encode_documents(chunk, tokenizer):
-            yield from packer.add(ids, word_ids)
+        for ids, word_ids, columns in encode_chunk(chunk, tokenizer, phrases):
+            yield from packer.add(ids, word_ids, columns)
     yield from packer.finish()
+
+
+def encode_chunk(
+    texts: list[str], tokenizer: PreTrainedTokenizerBase, phrases: Phrases | None
+) -> list[tuple[list[int], list[int | None], PhraseColumns | None]]:
+    """:func:`encode_documents`, with each document's phrase columns when ``phrases`` are given (else None)."""
+    if phrases is None:
+        return [(ids, word_ids, None) for ids, word_ids in encode_documents(texts, tokenizer)]
+    from tokenmask.text.phrases import encode_with_phrases
+
+    return list(encode_with_phrases(texts, tokenizer, phrases))
 
 
 def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

@@ -28,21 +28,27 @@ SCHEMA = pa.schema(
         ("id", pa.int64()),
     ]
 )
+PHRASE_SCHEMA = SCHEMA.append(pa.field("merged_word_ids", pa.list_(pa.int32()))).append(
+    pa.field("term_mask", pa.list_(pa.int32()))
+)
+"""Blocks packed with phrases (PMI n-grams, terms) carry two more columns."""
 
 
 class BlockWriter:
     """Append blocks to an Arrow file, ``batch_blocks`` per record batch.
 
     Use as a context manager; :meth:`close` writes what is buffered. ``ids_offset`` is added
-    to each block's ``id`` as it is written.
+    to each block's ``id`` as it is written. With ``phrases``, blocks carry ``merged_word_ids``
+    and ``term_mask`` (:data:`PHRASE_SCHEMA`).
     """
 
-    def __init__(self, path: Path, *, batch_blocks: int = 1024, ids_offset: int = 0) -> None:
+    def __init__(self, path: Path, *, batch_blocks: int = 1024, ids_offset: int = 0, phrases: bool = False) -> None:
         self.path = Path(path)
         self.batch_blocks = batch_blocks
         self.ids_offset = ids_offset
+        self.schema = PHRASE_SCHEMA if phrases else SCHEMA
         self._sink = pa.OSFile(str(self.path), "wb")
-        self._writer = pa.ipc.new_stream(self._sink, SCHEMA)
+        self._writer = pa.ipc.new_stream(self._sink, self.schema)
         self._buffer: list[Block] = []
 
     def write(self, blocks: Iterable[Block]) -> None:
@@ -58,7 +64,10 @@ class BlockWriter:
                 _int32_lists([b["word_ids"] for b in self._buffer]),
                 pa.array([b["id"] + self.ids_offset for b in self._buffer], type=pa.int64()),
             ]
-            self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=SCHEMA))
+            if self.schema is PHRASE_SCHEMA:
+                columns.append(_int32_lists([b["merged_word_ids"] for b in self._buffer]))
+                columns.append(_int32_lists([b["term_mask"] for b in self._buffer]))
+            self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
             self._buffer = []
 
     def close(self) -> None:
@@ -98,7 +107,7 @@ class BlockSequence(Sequence[dict[str, Any]]):
     """
 
     def __init__(self, table: pa.Table) -> None:
-        if not table.schema.equals(SCHEMA):
+        if not (table.schema.equals(SCHEMA) or table.schema.equals(PHRASE_SCHEMA)):
             raise ValueError(f"not a block table: schema {table.schema} != {SCHEMA}")
         self.table = table
 

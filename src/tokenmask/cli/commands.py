@@ -38,6 +38,14 @@ def _tokenizer_name(args: argparse.Namespace) -> str:
     return args.tokenizer or DEFAULT_TOKENIZER
 
 
+def _phrases(args: argparse.Namespace, tokenizer: Any, corpus: Any = (), reading: Any = None) -> Any:
+    """The phrases the masking flags ask for (terms, the PMI n-grams of ``corpus`` or the plays), or None."""
+    from tokenmask.blocks.pmi import corpus_vocabulary, masking_phrases
+
+    units = masking_config(args).units
+    return masking_phrases(units, tokenizer, lambda: corpus_vocabulary(corpus, tokenizer, units, reading=reading))
+
+
 def _masking_settings(args: argparse.Namespace) -> dict[str, Any]:
     from tokenmask.settings import flatten
 
@@ -60,7 +68,8 @@ def cmd_mask(args: argparse.Namespace) -> int:
     if not texts:
         raise ValueError("nothing to mask: the input holds no text")
     collator = _collator(args)
-    examples = masked_examples(texts, collator, max_length=args.max_length)
+    phrases = _phrases(args, collator.tokenizer)  # PMI n-grams of the bundled plays: a few lines hold too few
+    examples = masked_examples(texts, collator, max_length=args.max_length, phrases=phrases)
     if args.json:
         print(json.dumps({"settings": _masking_settings(args), "examples": examples}, ensure_ascii=False, indent=2))
     else:
@@ -74,17 +83,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from tokenmask.blocks.encode import encode_lazily
     from tokenmask.blocks.pack import pack_texts
     from tokenmask.cli.render import print_audit
+    from tokenmask.text.config import ReadingConfig
     from tokenmask.text.corpus import read_texts
     from tokenmask.text.resources import shakespeare_scenes
     from tokenmask.use.audit import audit_masking
 
     collator = _collator(args)
     texts = read_texts(args.corpus, text_field=args.text_field) if args.corpus else shakespeare_scenes()
+    reading = ReadingConfig(document_boundary="line", text_field=args.text_field)  # as read_texts reads
+    phrases = _phrases(args, collator.tokenizer, args.corpus, reading)
     examples: Iterable[Mapping[str, Any]]
     if args.pack:
-        examples = pack_texts(texts, collator.tokenizer, block_length=args.max_length)
+        examples = pack_texts(texts, collator.tokenizer, block_length=args.max_length, phrases=phrases)
     else:
-        examples = encode_lazily(texts, collator.tokenizer, max_length=args.max_length)
+        examples = encode_lazily(texts, collator.tokenizer, max_length=args.max_length, phrases=phrases)
     with Progress(transient=True, disable=args.json) as progress:
         task = progress.add_task("masking", total=args.max_tokens)
         audit = audit_masking(
@@ -176,7 +188,7 @@ def cmd_compare_augment(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from tokenmask.blocks.config import BlocksConfig
-    from tokenmask.blocks.load import load_blocks
+    from tokenmask.blocks.load import load_blocks, load_phrases
     from tokenmask.collate.collator import MaskingCollator
     from tokenmask.text.config import ReadingConfig
     from tokenmask.train.models import load_model, paired_tokenizer
@@ -186,7 +198,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     shape = config_from(BlocksConfig, args)
     model = load_model(args.model, vocab_size=len(tokenizer), max_length=shape.max_length)
     # the blocks (and split) a pre-training run with the same corpus and settings uses
-    blocks = load_blocks(args.corpus, tokenizer, reading=config_from(ReadingConfig, args), blocks=shape)
+    reading, units = config_from(ReadingConfig, args), masking_config(args).units
+    phrases = load_phrases(args.corpus, tokenizer, units, reading=reading, blocks=shape)
+    blocks = load_blocks(args.corpus, tokenizer, reading=reading, blocks=shape, phrases=phrases)
     collator = MaskingCollator.from_config(tokenizer, masking_config(args), seed=args.seed + EVAL_SEED_OFFSET)
     # a corpus given is evaluated whole (its first blocks); the bundled plays on their held-out side
     sides = (blocks.train, blocks.validation) if args.corpus else (blocks.validation,)
@@ -208,6 +222,32 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"pseudo-perplexity {pseudo.pseudo_perplexity:.2f} over {pseudo.scored_tokens:,} tokens masked one at a time "
             f"(pseudo-log-likelihood {pseudo.pseudo_log_likelihood:.1f} nats)"
         )
+    return 0
+
+
+def cmd_pmi(args: argparse.Namespace) -> int:
+    from tokenmask.blocks.config import BlocksConfig
+    from tokenmask.blocks.pmi import corpus_vocabulary
+    from tokenmask.cli.render import print_pmi
+    from tokenmask.masking.config import UnitConfig
+    from tokenmask.text.config import ReadingConfig
+    from tokenmask.text.tokenizer import load_tokenizer
+
+    if args.top < 1:
+        raise ValueError(f"--top must be >= 1; got {args.top}")
+    tokenizer = load_tokenizer(_tokenizer_name(args))
+    units, cache = config_from(UnitConfig, args), config_from(BlocksConfig, args)
+    vocabulary = corpus_vocabulary(
+        args.corpus, tokenizer, units, reading=config_from(ReadingConfig, args), cache_dir=cache.cache_dir,
+        use_cache=not cache.no_cache,
+    )  # fmt: skip
+    if args.json:
+        data = vocabulary.to_json()
+        print(
+            json.dumps({**data, "entries": data["entries"][: args.top], "cache": vocabulary.cache}, ensure_ascii=False, indent=2)
+        )
+    else:
+        print_pmi(vocabulary, top=args.top)
     return 0
 
 

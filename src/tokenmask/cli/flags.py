@@ -24,13 +24,23 @@ from tokenmask.settings import Leaf, build, converted, leaves
 from tokenmask.settings import nested_type as _nested_type
 
 
-def add_settings(parser: argparse.ArgumentParser, config_type: type, *, title: str, defaults: Any = None) -> None:
+def add_settings(
+    parser: argparse.ArgumentParser,
+    config_type: type,
+    *,
+    title: str,
+    defaults: Any = None,
+    only: frozenset[str] | None = None,
+) -> None:
     """One flag per setting of ``config_type`` (positional settings as positional arguments).
 
     ``defaults``: an instance whose values are shown as the defaults (else the fields' own).
+    ``only``: the keys of the settings to offer, where a command takes some of a config's.
     """
     groups: dict[tuple[str, ...], Any] = {}
     for leaf in leaves(config_type, defaults):
+        if only is not None and leaf.key not in only:
+            continue
         section = leaf.path[:-1]  # a nested config's settings are grouped under its field's help
         if section not in groups:
             groups[section] = parser.add_argument_group(_section_title(config_type, section) or title)

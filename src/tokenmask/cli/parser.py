@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     verbs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_mask, _stats, _pretrain, _evaluate, _fill, _embed, _search, _finetune, _compare, _tokenizer):
+    for add in (_mask, _stats, _pmi, _pretrain, _evaluate, _fill, _embed, _search, _finetune, _compare, _tokenizer):
         add(verbs)
     return parser
 
@@ -88,6 +88,28 @@ def _stats(verbs) -> None:
     stats.add_argument("--max-tokens", type=int, default=200_000, help="stop after this many tokens (default: 200000)")
     stats.add_argument("--json", action="store_true", help="print JSON")
     _add_masking(stats)
+
+
+def _pmi(verbs) -> None:
+    from tokenmask.blocks.config import BlocksConfig
+    from tokenmask.masking.config import UnitConfig
+    from tokenmask.text.config import ReadingConfig
+
+    pmi = _command(
+        verbs, "pmi", commands.cmd_pmi,
+        help="show the PMI vocabulary of a corpus: the word n-grams that strategy pmi masks as units",
+        description="Build (or load from the cache) the PMI vocabulary of a corpus, as --strategy pmi uses it: "
+        "word n-grams (n = 2..5) ranked by the PMI of Levine et al. (2021), the minimum over the ways to cut "
+        "an n-gram of log p(n-gram) / prod p(parts), half bigrams, a quarter trigrams, an eighth each 4- and "
+        "5-grams. Without CORPUS, of the bundled Shakespeare plays (one document per scene), as pretrain.",
+    )  # fmt: skip
+    pmi.add_argument("corpus", nargs="*", help="files, folders or globs (.txt/.md: --document-boundary; .jsonl: --text-field)")
+    pmi.add_argument("--top", type=int, default=20, help="n-grams shown per n, best first (default: 20)")
+    pmi.add_argument("--json", action="store_true", help="print JSON (the first --top entries)")
+    pmi.add_argument("--tokenizer", help=_TOKENIZER_HELP)
+    add_settings(pmi, UnitConfig, title="vocabulary", only=frozenset({"pmi_min_count", "pmi_vocab_size"}))
+    add_settings(pmi, ReadingConfig, title="reading")
+    add_settings(pmi, BlocksConfig, title="cache", only=frozenset({"cache_dir", "no_cache"}))
 
 
 def _pretrain(verbs) -> None:

@@ -10,19 +10,25 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenmask.blocks.encode import encode_texts
+from tokenmask.blocks.pmi import PmiVocabulary
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import Shard
 from tokenmask.masking import Outcome
+from tokenmask.text.phrases import Phrases
 from tokenmask.use.audit import Estimate, MaskingAudit
 
 OUTCOME_NAMES = {Outcome.NONE: "none", Outcome.MASK: "mask", Outcome.RANDOM: "random", Outcome.KEEP: "keep"}
 _STYLES = {"mask": "bold white on red", "random": "bold black on yellow", "keep": "bold black on green"}
 
 
-def masked_examples(texts: Sequence[str], collator: MaskingCollator, *, max_length: int) -> list[dict[str, Any]]:
-    """Mask ``texts`` (ids 0, 1, …) and describe each: tokens before and after, outcome per token."""
+def masked_examples(
+    texts: Sequence[str], collator: MaskingCollator, *, max_length: int, phrases: Phrases | None = None
+) -> list[dict[str, Any]]:
+    """Mask ``texts`` (ids 0, 1, …) and describe each: tokens before and after, outcome per token.
+
+    ``phrases``: the PMI n-grams and terms to find (strategy 'pmi', ``--mask-terms``)."""
     tokenizer = collator.tokenizer
-    batch, masked = collator.mask(encode_texts(texts, tokenizer, max_length=max_length))
+    batch, masked = collator.mask(encode_texts(texts, tokenizer, max_length=max_length, phrases=phrases))
     examples = []
     for row, text in enumerate(texts):
         length = int(batch.lengths[row])
@@ -124,6 +130,24 @@ def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
         "[dim]Lengths leave out units cut by a block end or separator. min_masks_per_sequence "
         "raises the selected share on short sequences.[/]"
     )
+
+
+def print_pmi(vocabulary: PmiVocabulary, *, top: int, console: Console | None = None) -> None:
+    """The best ``top`` n-grams of each n, with count and PMI; one line on how they were chosen."""
+    console = console or Console(highlight=False)
+    console.print(
+        f"{len(vocabulary.entries):,} n-grams from {vocabulary.words:,} words (size {vocabulary.vocab_size:,}, "
+        f"each seen at least {vocabulary.min_count} times)"
+        + (f"; {'loaded from' if vocabulary.from_cache else 'cached in'} {vocabulary.cache}" if vocabulary.cache else "")
+    )
+    for n in sorted({len(e.words) for e in vocabulary.entries}):
+        entries = [e for e in vocabulary.entries if len(e.words) == n]
+        table = Table(title=f"{n}-grams ({len(entries):,})")
+        for column in ("n-gram", "count", "PMI"):
+            table.add_column(column, no_wrap=True)
+        for entry in entries[:top]:
+            table.add_row(" ".join(entry.words), f"{entry.count:,}", f"{entry.pmi:.2f}")
+        console.print(table)
 
 
 class ProgressReporter:

@@ -15,7 +15,7 @@ from tokenmask.collate.collator import MaskingCollator
 
 logger = logging.getLogger(__name__)
 
-_OWN_KEYS = ("id", "idx", "word_ids", "special_tokens_mask", "given_spans", "protected_spans")
+_OWN_KEYS = ("id", "idx", "word_ids", "merged_word_ids", "term_mask", "special_tokens_mask", "given_spans", "protected_spans")
 
 
 class MaskingCallback(TrainerCallback):

@@ -59,7 +59,10 @@ class MaskingCollator:
             padding or ``[unused*]`` id); the rest are kept.
         pad_to_multiple_of: round the batch width up to a multiple of this.
         seed: run seed.
-        strategy: 'token', 'whole_word', 'span', 'ngram' or 'given'.
+        strategy: 'token', 'whole_word', 'span', 'ngram', 'pmi' or 'given'. 'pmi' (and terms,
+            ``UnitConfig.mask_terms`` through :meth:`from_config`) needs examples encoded with
+            the phrases: ``merged_word_ids`` (and ``term_mask``) from
+            ``encode_texts(..., phrases=...)`` or ``pack_texts(..., phrases=...)``.
         selection: 'bernoulli' (each unit independently, as Hugging Face) or 'exact'
             (round(p · eligible) target tokens per sequence, as the original BERT).
         min_masks_per_sequence: at least this many units per sequence (default 1: no

@@ -16,7 +16,18 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch, column, left_pad, pad_examples, spans_to_array
+from tokenmask.collate.pad import (
+    CONSUMED_KEYS,
+    Feature,
+    PaddedBatch,
+    column,
+    left_pad,
+    pad_examples,
+    pad_rows,
+    pad_word_ids,
+    row_lengths,
+    spans_to_array,
+)
 from tokenmask.masking import IGNORE_INDEX, MaskedBatch, MaskingConfig, VocabTables, mask_tokens
 from tokenmask.text.token_tables import word_ids_from_decoder
 
@@ -105,6 +116,7 @@ def mask_examples(
     with_words = masking.units.needs_words
     batch = pad_for(features, tokenizer, pad_to_multiple_of=pad_to_multiple_of, consumed=consumed, with_word_ids=with_words)
     word_ids, special, given = _masking_inputs(features, batch, tokenizer, masking, protect_spans=protect_spans)
+    merged, terms = _phrase_inputs(features, batch, masking)
     masked = mask_tokens(
         torch.from_numpy(batch.input_ids),
         vocab=vocab,
@@ -116,10 +128,37 @@ def mask_examples(
         corruption=masking.corruption,
         attention_mask=torch.from_numpy(batch.attention_mask),
         special_tokens_mask=_tensor(special),
-        word_ids=_tensor(word_ids),
+        word_ids=_tensor(word_ids if merged is None else merged),
         given_spans=_tensor(given),
+        term_mask=_tensor(terms),
     )
-    return replace(batch, word_ids=word_ids), masked
+    return replace(batch, word_ids=word_ids, merged_word_ids=merged, term_mask=terms), masked
+
+
+def _phrase_inputs(
+    features: Sequence[Feature], batch: PaddedBatch, masking: MaskingConfig
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(merged word ids, term mask)``, both ``(B, T)``, for strategy 'pmi' and terms; else Nones.
+
+    Raises:
+        ValueError: the examples do not carry them (they come from encoding with phrases).
+    """
+    if not masking.units.needs_phrases:
+        return None, None
+    merged = column(features, "merged_word_ids")
+    terms = column(features, "term_mask") if masking.units.mask_terms is not None else None
+    if merged is None or (masking.units.mask_terms is not None and terms is None):
+        raise ValueError(
+            "PMI and term masking need 'merged_word_ids' and 'term_mask' in each example, found with the "
+            "phrases at encoding: tokenmask.blocks.encode.encode_texts(..., phrases=...) or "
+            "tokenmask.blocks.pack.pack_texts(..., phrases=...) (see tokenmask.blocks.pmi.masking_phrases)"
+        )
+    for key, values in (("merged_word_ids", merged), ("term_mask", terms)):
+        if values is not None and not np.array_equal(row_lengths(values), batch.lengths):
+            raise ValueError(f"'{key}' must have the same length as 'input_ids' in every example")
+    width = batch.input_ids.shape[1]
+    padded = pad_word_ids(merged, batch.lengths, width)
+    return padded, None if terms is None else pad_rows(terms, batch.lengths, width, 0).astype(bool)
 
 
 def _masking_inputs(

@@ -164,6 +164,8 @@ class PaddedBatch:
         word_ids: word index per token (-1 on special tokens), when the examples give it.
         example_ids: ``(B,)`` stable ids.
         extras: other keys, collated (see :func:`collate_extras`).
+        merged_word_ids: word ids with each phrase (PMI n-gram, term) merged, when masking used them.
+        term_mask: 1 on tokens inside term occurrences, when masking used them.
     """
 
     input_ids: np.ndarray
@@ -173,9 +175,13 @@ class PaddedBatch:
     word_ids: np.ndarray | None
     example_ids: np.ndarray
     extras: dict[str, Any]
+    merged_word_ids: np.ndarray | None = None
+    term_mask: np.ndarray | None = None
 
 
-CONSUMED_KEYS = frozenset({"input_ids", "attention_mask", "special_tokens_mask", "word_ids", "id", "idx"})
+CONSUMED_KEYS = frozenset(
+    {"input_ids", "attention_mask", "special_tokens_mask", "word_ids", "merged_word_ids", "term_mask", "id", "idx"}
+)
 
 
 def pad_examples(

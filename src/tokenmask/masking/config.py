@@ -14,25 +14,48 @@ from tokenmask.settings import check, setting
 IGNORE_INDEX = -100
 """Label of a position that is not a prediction target (ignored by cross-entropy)."""
 
-Strategy = Literal["token", "whole_word", "span", "ngram", "given"]
-STRATEGIES: tuple[str, ...] = ("token", "whole_word", "span", "ngram", "given")
+Strategy = Literal["token", "whole_word", "span", "ngram", "pmi", "given"]
+STRATEGIES: tuple[str, ...] = ("token", "whole_word", "span", "ngram", "pmi", "given")
 SelectionMode = Literal["bernoulli", "exact"]
 
 
 @dataclass(frozen=True)
 class UnitConfig:
-    """What one masking unit is: a token, a word, a span of words, an n-gram, or a given span."""
+    """What one masking unit is: a token, a word, a span of words, an n-gram, a PMI n-gram, or a given span.
+
+    Phrases (PMI n-grams, ``mask_terms`` occurrences) are found where the text is known (at
+    encoding, :mod:`tokenmask.text.phrases`) and reach masking as merged word ids: the words of
+    one phrase share one id, so each phrase is one word for the strategy.
+    """
 
     strategy: Strategy = setting(
         "token",
         help="masking unit: 'token' (each token), 'whole_word' (all pieces of a word), 'span' "
         "(SpanBERT: runs of whole words, geometric lengths), 'ngram' (whole-word n-grams, "
-        "P(n) ∝ 1/n), 'given' (caller-supplied token spans, e.g. entities; Python API only)",
-        choices=("token", "whole_word", "span", "ngram"),  # the command line cannot pass spans
+        "P(n) ∝ 1/n), 'pmi' (whole words, with the corpus's PMI n-grams as single units; "
+        "Levine et al. 2021), 'given' (caller-supplied token spans, e.g. entities; Python API only)",
+        choices=("token", "whole_word", "span", "ngram", "pmi"),  # the command line cannot pass spans
     )
     span_geometric_p: float = setting(0.2, help="span strategy: span length in words ~ Geometric(p)", gt=0.0, le=1.0)
     span_max_words: int = setting(10, help="span strategy: longest span, in words (longer draws are clipped)", ge=1)
     ngram_max_n: int = setting(3, help="ngram strategy: largest n; P(n) ∝ 1/n for n = 1..max", ge=1)
+    pmi_min_count: int | None = setting(
+        None,
+        help="pmi strategy: keep word n-grams seen at least this often (none = scaled to the corpus: "
+        "one per 100,000 words, between 3 and 11; the paper's 'more than 10' on 3.3 billion words)",
+        ge=2,
+    )
+    pmi_vocab_size: int | None = setting(
+        None,
+        help="pmi strategy: n-grams kept, 50% bigrams, 25% trigrams, 12.5% each 4- and 5-grams (none = "
+        "scaled to the corpus as in the paper, 800,000 per 3.2 billion words: one per 4,000 words, at least 100)",
+        ge=1,
+    )
+    mask_terms: str | None = setting(
+        None,
+        help="file of terms, one per line (drug names, products, identifiers): each occurrence, found "
+        "case-insensitively on word boundaries, is masked as one unit; the strategy fills the rate",
+    )
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:  # 'given' is valid here, though not a command-line choice
@@ -42,7 +65,12 @@ class UnitConfig:
     @property
     def needs_words(self) -> bool:
         """Whether the strategy groups tokens into words (and so needs word ids)."""
-        return self.strategy in ("whole_word", "span", "ngram")
+        return self.strategy in ("whole_word", "span", "ngram", "pmi") or self.mask_terms is not None
+
+    @property
+    def needs_phrases(self) -> bool:
+        """Whether masking needs merged word ids (PMI n-grams or terms found at encoding)."""
+        return self.strategy == "pmi" or self.mask_terms is not None
 
 
 @dataclass(frozen=True)

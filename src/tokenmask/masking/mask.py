@@ -110,14 +110,21 @@ def build_units(
     *,
     word_ids: np.ndarray | None = None,
     given_spans: np.ndarray | None = None,
+    term_mask: np.ndarray | None = None,
 ) -> np.ndarray:
     """The ``(B, T)`` unit map of the configured strategy.
+
+    With phrases (strategy 'pmi', terms), ``word_ids`` are the merged ones: each phrase is one
+    word, so 'pmi' is whole-word masking over them. ``term_mask`` (1 inside term occurrences)
+    makes the token strategy keep each term's tokens together.
 
     Raises:
         ValueError: word ids missing for a word-based strategy, or spans missing for 'given'.
     """
     strategy = unit_config.strategy
     if strategy == "token":
+        if term_mask is not None and word_ids is not None:
+            return units_lib.term_token_units(word_ids, term_mask, eligible)
         return units_lib.token_units(eligible)
     if strategy == "given":
         if given_spans is None:
@@ -128,7 +135,7 @@ def build_units(
     if word_ids.shape != eligible.shape:
         raise ValueError(f"word_ids has shape {word_ids.shape}, input_ids {eligible.shape}")
     words = units_lib.word_units(word_ids, eligible & (word_ids >= 0))
-    if strategy == "whole_word":
+    if strategy in ("whole_word", "pmi"):
         return words
     if strategy == "span":
         return units_lib.span_units(words, keys, geometric_p=unit_config.span_geometric_p, max_words=unit_config.span_max_words)
@@ -149,6 +156,7 @@ def mask_tokens(
     special_tokens_mask: torch.Tensor | None = None,
     word_ids: torch.Tensor | None = None,
     given_spans: torch.Tensor | None = None,
+    term_mask: torch.Tensor | None = None,
 ) -> MaskedBatch:
     """Select and corrupt MLM targets in a right-padded batch.
 
@@ -158,14 +166,16 @@ def mask_tokens(
         example_ids: ``(B,)`` int64, one stable id per example (its randomness is keyed on it).
         seed: run seed.
         epoch: epoch for dynamic masking (``epoch % dupe_factor`` for static masking).
-        unit_config: masking unit (token, whole_word, span, ngram, given).
+        unit_config: masking unit (token, whole_word, span, ngram, pmi, given).
         selection: rate, bernoulli/exact, min per sequence, max predictions.
         corruption: mask / random / keep probabilities, per token or per unit.
         attention_mask: ``(B, T)``, 0 on padding; padding is never selected.
         special_tokens_mask: ``(B, T)``, 1 on positions never to select (beyond ``vocab``).
         word_ids: ``(B, T)`` int64 word index per token, -1 on special tokens; needed by
-            whole_word, span and ngram.
+            whole_word, span, ngram and pmi (for pmi and with terms: merged, one id per phrase).
         given_spans: ``(B, S, 2)`` ``[start, end)`` spans for strategy 'given' (-1 padded).
+        term_mask: ``(B, T)``, 1 on tokens inside term occurrences; with the token strategy
+            a term's tokens form one unit (the word strategies see terms in ``word_ids``).
 
     Returns:
         :class:`MaskedBatch`: corrupted ``input_ids``, ``labels``, the targets' outcomes, the units.
@@ -181,7 +191,9 @@ def mask_tokens(
         return _nothing_to_mask(ids, eligible)
     select_bits = keys.bits(Stream.SELECT, np.arange(ids.shape[1]))  # (B, T) uint64
     select_keys = low32(select_bits)
-    targets, units = _select_targets(eligible, select_keys, keys, unit_config, selection, word_ids, given_spans)
+    targets, units = _select_targets(
+        eligible, select_keys, keys, unit_config, selection, word_ids, given_spans, as_numpy(term_mask, bool)
+    )
     flat, codes = choose_outcomes(targets, select_bits, corruption, units)
     inputs, labels = apply_outcomes(ids, flat, codes, keys, vocab)
     return MaskedBatch(
@@ -217,14 +229,16 @@ def _select_targets(
     selection: SelectionConfig,
     word_ids: torch.Tensor | None,
     given_spans: torch.Tensor | None,
+    term_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(targets, unit map)``, both ``(B, T)``: the token strategy selects among the eligible
     tokens directly and builds no unit map (None); the others select whole units of their map."""
-    if unit_config.strategy == "token":
+    if unit_config.strategy == "token" and term_mask is None:
         return select_tokens(eligible, select_keys, selection), None
     units = build_units(
-        unit_config, eligible, keys, word_ids=as_numpy(word_ids, np.int64), given_spans=as_numpy(given_spans, np.int64)
-    )
+        unit_config, eligible, keys, word_ids=as_numpy(word_ids, np.int64), given_spans=as_numpy(given_spans, np.int64),
+        term_mask=term_mask,
+    )  # fmt: skip
     return select_units(units, select_keys, selection), units
 
 

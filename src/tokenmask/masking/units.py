@@ -41,6 +41,42 @@ def word_units(word_ids: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     return units
 
 
+def merge_words(word_ids: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Word ids with the words of each span merged into one word (PMI n-grams, terms).
+
+    Args:
+        word_ids: ``(..., T)`` int64 word index per token, -1 on special tokens.
+        spans: ``(S, 2)`` int64 ``[start, end)`` word indices, sorted by start, not overlapping.
+
+    Returns:
+        ``word_ids`` where every word inside a span takes the span's first word id; the
+        others are unchanged. Word-based strategies then treat each span as one word.
+
+    ``word_ids = [-1, 0, 1, 1, 2, 3, -1]``, ``spans = [[1, 3]]``  ->  ``[-1, 0, 1, 1, 1, 3, -1]``
+    """
+    if len(spans) == 0:
+        return word_ids.copy()
+    starts, ends = spans[:, 0], spans[:, 1]
+    span = np.searchsorted(starts, word_ids, side="right") - 1  # the last span starting at or before
+    safe = np.maximum(span, 0)
+    inside = (span >= 0) & (word_ids >= 0) & (word_ids < ends[safe])
+    return np.where(inside, starts[safe], word_ids)
+
+
+def term_token_units(word_ids: np.ndarray, term_mask: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """The token strategy with terms: the tokens of a term occurrence form one unit, every other
+    eligible token is a unit of its own.
+
+    ``word_ids`` are merged (a term's tokens share one id). ``word_ids = [[-1, 0, 1, 1, 2, -1]]``,
+    ``term_mask = [[0, 0, 1, 1, 0, 0]]``, ``eligible`` all but the ends  ->  ``[[-1, 0, 1, 1, 2, -1]]``
+    (and ``term_mask = 0`` everywhere  ->  ``[[-1, 0, 1, 2, 3, -1]]``).
+    """
+    width = word_ids.shape[1]
+    own = int(word_ids.max(initial=0)) + 1 + np.arange(width)[None, :]  # a fresh id per token
+    keys = np.where(term_mask.astype(bool) & (word_ids >= 0), word_ids, own)
+    return word_units(keys, eligible)
+
+
 def unit_starts(units: np.ndarray) -> np.ndarray:
     """Where each unit begins: ``(B, T)`` bool, True at the first token of every unit."""
     running = np.maximum.accumulate(units, axis=1)

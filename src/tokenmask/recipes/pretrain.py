@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from tokenmask.blocks.build import PretrainBlocks
-from tokenmask.blocks.load import load_blocks
+from tokenmask.blocks.load import load_blocks, load_phrases
 from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
@@ -98,7 +98,10 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         model = build_model(
             config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
         )
-    blocks = load_blocks(config.corpus, tokenizer, reading=config.reading, blocks=config.blocks)
+    phrases = load_phrases(config.corpus, tokenizer, config.masking.units, reading=config.reading, blocks=config.blocks)
+    blocks = load_blocks(config.corpus, tokenizer, reading=config.reading, blocks=config.blocks, phrases=phrases)
+    if phrases is not None:
+        notes = (f"masked as units: {len(phrases.terms):,} terms, {len(phrases.ngrams):,} PMI n-grams", *notes)
     for line in (blocks.describe(), *notes):
         reporter.message(line)
     collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed)

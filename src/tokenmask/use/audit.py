@@ -20,6 +20,7 @@ from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.pad import Feature, PaddedBatch
 from tokenmask.masking import MaskedBatch, Outcome, UnitConfig, word_units
 from tokenmask.masking.units import unit_starts
+from tokenmask.text.collocations import MAX_PMI_N
 
 Z_99 = 2.575829  # two-sided 99% normal quantile: one check in 100 is flagged by chance
 
@@ -72,6 +73,10 @@ class MaskingAudit:
     outcomes: Counter = field(default_factory=Counter)
     special_targets: int = 0
     protected_draws: int = 0
+    term_tokens: int | None = None
+    """Eligible tokens inside term occurrences (None without terms)."""
+    term_targets: int = 0
+    """Targets inside term occurrences."""
     unit_lengths: Counter = field(default_factory=Counter)
     unit_length_kind: str = "tokens"
     expected_lengths: dict[int, float] = field(default_factory=dict)
@@ -91,6 +96,9 @@ class MaskingAudit:
             selection.append(Estimate("selected tokens", self.targets, self.eligible))
         else:
             selection.append(Estimate("selected", self.targets, self.eligible, self.expected.get("rate")))
+        if self.term_tokens is not None:  # no configured value: terms are units like the others, at the same rate
+            selection.append(Estimate("targets in terms", self.term_targets, self.targets))
+            selection.append(Estimate("eligible tokens in terms", self.term_tokens, self.eligible))
         return selection + [
             Estimate("mask", self.outcomes[Outcome.MASK], self.targets, self.expected.get("mask")),
             Estimate("random", self.outcomes[Outcome.RANDOM], self.targets, self.expected.get("random")),
@@ -125,6 +133,7 @@ class MaskingAudit:
             "selected_units": self.selected_units,
             "special_tokens_hit": self.special_targets,
             "protected_ids_drawn": self.protected_draws,
+            "term_targets": self.term_targets if self.term_tokens is not None else None,
             "rates": [row(e) for e in self.estimates()],
             "unit_length_kind": self.unit_length_kind,
             "unit_lengths": [row(e) for e in self.length_estimates()],
@@ -134,8 +143,9 @@ class MaskingAudit:
 def expected_unit_lengths(config: UnitConfig) -> tuple[str, dict[int, float]]:
     """The length distribution of selected units, and its unit (``words`` / ``tokens``).
 
-    Span: clipped geometric in words; n-gram: ``P(n) ∝ 1/n``; token: always 1 token. Whole
-    words and given spans have no configured distribution (empty dict).
+    Span: clipped geometric in words; n-gram: ``P(n) ∝ 1/n``; token: always 1 token (without
+    terms). Whole words, PMI n-grams (in words) and given spans have no configured distribution
+    (empty dict).
     """
     if config.strategy == "span":
         p, top = config.span_geometric_p, config.span_max_words
@@ -146,8 +156,8 @@ def expected_unit_lengths(config: UnitConfig) -> tuple[str, dict[int, float]]:
         weights = 1.0 / np.arange(1, config.ngram_max_n + 1)
         return "words", {n + 1: float(w / weights.sum()) for n, w in enumerate(weights)}
     if config.strategy == "token":
-        return "tokens", {1: 1.0}
-    return ("words" if config.strategy == "whole_word" else "tokens"), {}
+        return "tokens", ({} if config.mask_terms else {1: 1.0})  # a term of several tokens is one unit
+    return ("words" if config.strategy in ("whole_word", "pmi") else "tokens"), {}
 
 
 def audit_masking(
@@ -208,10 +218,13 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBa
     audit.special_targets += int((targets & collator.vocab.protected[ids]).sum())
     drawn = masked.input_ids.numpy()[outcome == Outcome.RANDOM]
     audit.protected_draws += int(collator.vocab.protected[drawn].sum())
+    if batch.term_mask is not None:
+        audit.term_tokens = (audit.term_tokens or 0) + int((batch.term_mask & masked.eligible).sum())
+        audit.term_targets += int((batch.term_mask & targets).sum())
 
     # Units: the unit map the masking used, counted and measured.
     config = collator.masking.units
-    if config.strategy in ("token", "given"):
+    if config.strategy == "given" or (config.strategy == "token" and batch.term_mask is None):
         audit.unit_lengths[1] += int(targets.sum()) if config.strategy == "token" else 0
         return
     units = masked.units
@@ -219,7 +232,9 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBa
     audit.units += int(starts.sum())
     audit.selected_units += int((starts & targets).sum())
     word_starts = starts
-    if config.strategy != "whole_word":  # spans and n-grams are measured in words: the words they cover
+    if config.strategy == "token":  # with terms: measured in tokens
+        word_starts = units >= 0
+    elif config.strategy != "whole_word" or batch.merged_word_ids is not None:  # in words: the words they cover
         words = batch.word_ids
         assert words is not None  # word strategies always mask with word ids, and the batch returns them
         word_starts = unit_starts(word_units(words, masked.eligible & (words >= 0)))
@@ -227,7 +242,7 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBa
 
 
 def _longest_unit(config: UnitConfig) -> int | None:
-    return {"span": config.span_max_words, "ngram": config.ngram_max_n}.get(config.strategy)
+    return {"span": config.span_max_words, "ngram": config.ngram_max_n, "pmi": MAX_PMI_N}.get(config.strategy)
 
 
 def _count_unit_lengths(
