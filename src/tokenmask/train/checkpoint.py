@@ -10,11 +10,14 @@ can be pushed to the Hub as it is: config, safetensors weights, tokenizer files 
 
 Both are written under a temporary name (``.NAME.partial-PID``), every file fsynced, then
 renamed into place (and the parent fsynced), so a crash never leaves a half-written folder
-that looks whole.
+that looks whole. A disk that fills up on the way gives :class:`DiskFull`, which says so and
+what is intact, instead of the writer's own error (torch's is ``unexpected pos 15637632 vs
+15637520``); the partial copy is removed, so the space it took is free again.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -36,6 +39,42 @@ MANIFEST_FORMAT = 1
 
 class InvalidCheckpoint(ValueError):
     """A checkpoint folder that fails :func:`verify_checkpoint`; the message says why, without the path."""
+
+
+class DiskFull(OSError):
+    """Writing a checkpoint or model folder ran out of disk space; nothing already on disk was replaced."""
+
+    def __init__(self, folder: Path, cause: BaseException) -> None:
+        free = shutil.disk_usage(folder.parent).free if folder.parent.exists() else 0
+        kept = f"the {folder.name} already there is untouched, and " if folder.exists() else ""
+        first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        super().__init__(
+            errno.ENOSPC,
+            f"the disk is full: writing {folder} failed ({free / 2**20:.1f} MiB free there now; the writer said: {first}). "
+            f"The partial copy was removed; {kept}checkpoints written before are intact. "
+            "Free some space, then continue the run with --resume",
+        )
+
+    def __str__(self) -> str:  # the message alone, without OSError's "[Errno 28]"
+        return str(self.strerror)
+
+
+# What the writers say when the disk fills: OSError with ENOSPC/EDQUOT (Python, tokenizers);
+# safetensors' SafetensorError ("No space left on device (os error 28)"); torch.save's
+# RuntimeError from its zip writer ("[enforce fail at inline_container.cc:672] . unexpected
+# pos 576 vs 534"), which does not say why: that one counts only when the disk is nearly full.
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_FULL_MESSAGES = ("No space left on device", "os error 28", "Disk quota exceeded")
+_NEARLY_FULL = 64 * 2**20  # bytes
+
+
+def _disk_full(error: BaseException, where: Path) -> bool:
+    """Whether ``error``, raised while writing under ``where``, means the disk is full."""
+    if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
+        return True
+    if any(text in str(error) for text in _FULL_MESSAGES):
+        return True
+    return "inline_container" in str(error) and shutil.disk_usage(where).free < _NEARLY_FULL
 
 
 def save_checkpoint(
@@ -85,7 +124,14 @@ def _replace_atomically(folder: Path, write: Callable[[Path], None]) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     temporary = folder.parent / f".{folder.name}.partial-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
-    write(temporary)
+    try:
+        write(temporary)
+    except Exception as error:
+        full = _disk_full(error, folder.parent)  # before the clean-up below frees space again
+        shutil.rmtree(temporary, ignore_errors=True)
+        if full:
+            raise DiskFull(folder, error) from error
+        raise
     previous = folder.parent / f".{folder.name}.previous-{os.getpid()}"
     if folder.exists():
         folder.rename(previous)
