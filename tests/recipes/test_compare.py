@@ -79,8 +79,8 @@ def test_report_from_compare_json_alone(tmp_path):
     assert "Incomplete" not in page
     table = comparison.table()
     line = next(line.split() for line in table.splitlines() if line.startswith("unk-0.2") and " all " in line)
-    assert line[:6] == ["unk-0.2", "all", "rate-0", "0.6200", "±", "0.0200"]
-    assert line[6:] == ["+0.1000", "+13.9%", "baseline"]  # drop 0.1 from a clean mean of 0.72 (0.70, 0.72, 0.74)
+    assert line[:9] == ["unk-0.2", "all", "rate-0", "0.7200", "±", "0.0200", "0.6200", "±", "0.0200"]  # accuracy, macro_f1
+    assert line[9:] == ["+0.1000", "+13.9%", "baseline"]  # drop 0.1 from a clean mean of 0.72 (0.70, 0.72, 0.74)
     assert (tmp_path / "cmp" / "compare.png").exists() and (tmp_path / "cmp" / "robustness.png").exists()
     write_compare_report(fake_comparison(tmp_path / "part", complete=False))
     assert "Incomplete" in (tmp_path / "part" / "report.html").read_text(encoding="utf-8")
@@ -107,7 +107,7 @@ def environment() -> dict[str, str]:
     source = str(Path(tokenmask.__file__).resolve().parents[1])
     existing = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": source + (os.pathsep + existing if existing else ""), "OMP_NUM_THREADS": "1",
-            "PYTHONUNBUFFERED": "1"}  # fmt: skip
+            "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}  # fmt: skip
 
 
 def test_killed_comparison_resumes_and_ends_complete(tiny_mlm_folder, reviews_csv, tmp_path):
@@ -158,6 +158,7 @@ def test_killed_comparison_resumes_and_ends_complete(tiny_mlm_folder, reviews_cs
     paired = [r for r in saved["summary"] if r["arm"] == "rate-0.2" and r["metric"] == "macro_f1"]
     assert len(paired) == 4 and all(r["paired"]["n"] == 2 for r in paired)
     assert "clean validation set" in done.stdout and "corrupted validation sets" in done.stdout
+    assert "size 40, rate-0, seed 0: clean macro_f1" in done.stderr + done.stdout and "read back" in done.stderr + done.stdout
     assert (out / "report.html").read_text().count("data:image/png") == 2
 
 

@@ -313,10 +313,12 @@ def compare_augment(
                 folder = cell_folder(output, size, arm, seed)
                 run = _cell_config(config, folder, arm, seed)
                 record = _finished(folder, run) if config.loop.resume else None
-                if record is None:
+                if record is not None:
+                    reporter.message(_cell_line(record, config.metric) + "; finished before, read back")
+                else:
                     folder.parent.mkdir(parents=True, exist_ok=True)
                     record = _run_cell(data, run, plan, size, arm, reporter, command)
-                reporter.message(_cell_line(record, config.metric))
+                    reporter.message(_cell_line(record, config.metric))
                 cells.append(record)
                 write_json(output / COMPARE_FILE, _content(header, cells, complete=False))
     write_json(output / COMPARE_FILE, _content(header, cells, complete=True))

@@ -84,15 +84,18 @@ def clean_table(comparison: AugmentComparison) -> Table:
 
 
 def corrupted_table(comparison: AugmentComparison) -> Table:
-    """Per (set, size, arm): the metric on the corrupted set, its drop from clean (absolute and
-    relative), and the paired difference to rate 0 on the same set."""
+    """Per (set, size, arm): every metric on the corrupted set, the compared metric's drop from
+    clean (absolute and relative), and the paired difference to rate 0 on the same set."""
+    metrics = [m for m in comparison.content["metrics"] if m != comparison.metric]
+    others = {m: {(r["set"], r["size"], r["arm"]): r for r in comparison.rows(sets="corrupted", metric=m)} for m in metrics}
     rows = [
-        [r["set"], r["size"], r["arm"], _spread(r), f"{r['drop']:+.4f}",
-         "" if r["relative_drop"] is None else f"{r['relative_drop']:+.1%}", _paired(r)]
+        [r["set"], r["size"], r["arm"], *(_spread(others[m][r["set"], r["size"], r["arm"]]) for m in metrics), _spread(r),
+         f"{r['drop']:+.4f}", "" if r["relative_drop"] is None else f"{r['relative_drop']:+.1%}", _paired(r)]
         for r in sorted(comparison.rows(sets="corrupted"), key=lambda r: r["set"])
     ]  # fmt: skip
-    columns = ["set", "train size", "arm", f"{comparison.metric} mean ± sd", "drop", "relative drop", "vs rate 0 (95% t)"]
-    return Table(columns, rows, caption=f"corrupted validation sets ({comparison.metric}; drop = clean − corrupted)")
+    columns = ["set", "train size", "arm", *(f"{m} mean ± sd" for m in metrics), f"{comparison.metric} mean ± sd",
+               "drop", "relative drop", "vs rate 0 (95% t)"]  # fmt: skip
+    return Table(columns, rows, caption=f"corrupted validation sets (drop = clean − corrupted {comparison.metric})")
 
 
 def runs_table(comparison: AugmentComparison) -> Table:
