@@ -119,7 +119,7 @@ def test_killed_comparison_resumes_and_ends_complete(tiny_mlm_folder, reviews_cs
     command = [sys.executable, "-m", "tokenmask", "compare-augment", str(reviews_csv), "--model", str(tiny_mlm_folder),
                "--output", str(out), *TINY_RUN, "--rates", "0,0.2", "--seeds", "2", "--train-sizes", "40,all",
                "--max-steps", "6", "--save-every", "2", "--eval-every", "6", "--robustness", "--corruptions", "unk=0.3",
-               "--resume"]  # fmt: skip
+               "--no-keep-models", "--resume"]  # fmt: skip
     first, second = out / "size-40" / "rate-0" / "seed-0", out / "size-40" / "rate-0.2" / "seed-0"
     process = subprocess.Popen(command, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -155,6 +155,7 @@ def test_killed_comparison_resumes_and_ends_complete(tiny_mlm_folder, reviews_cs
         assert (run["config"]["augment_rate"], run["config"]["seed"], cell["steps"]) == (cell["rate"], cell["seed"], 6)
         assert cell["examples"] == 40 if cell["size"] == "40" else cell["examples"] > 300  # 400 reviews, ~10% held out
         assert json.loads((folder / "cell.json").read_text()) == cell
+        assert not [name for name in ("model", "best", "checkpoints") if (folder / name).exists()]  # --no-keep-models
     paired = [r for r in saved["summary"] if r["arm"] == "rate-0.2" and r["metric"] == "macro_f1"]
     assert len(paired) == 4 and all(r["paired"]["n"] == 2 for r in paired)
     assert "clean validation set" in done.stdout and "corrupted validation sets" in done.stdout

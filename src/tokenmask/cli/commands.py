@@ -182,6 +182,7 @@ def cmd_compare_augment(args: argparse.Namespace) -> int:
         corruptions=parse_corruptions(args.corruptions or ()) if args.robustness else (),
         adaptive=adaptive,
         first_seed=config.loop.seed,
+        keep_models=args.keep_models,
     )
     with ProgressReporter() as reporter:
         comparison = compare_augment(config, plan, reporter=reporter, command=args.command_line)

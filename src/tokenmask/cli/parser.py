@@ -247,6 +247,11 @@ def _compare(verbs) -> None:
         help="the corrupted sets of --robustness instead of the defaults, KIND one of typo, delete, unk: "
         "e.g. --corruptions typo=0.1,0.2 unk=0.2",
     )  # fmt: skip
+    compare.add_argument(
+        "--keep-models", action=argparse.BooleanOptionalAction, default=True,
+        help="keep each run's model, best and checkpoints folders (default); --no-keep-models removes them once the "
+        "run is scored, keeping its results, metrics and plots (minilm: ~175 MB a run)",
+    )  # fmt: skip
     _config_file(compare)
     add_settings(compare, FinetuneConfig, title="fine-tuning")
 
