@@ -13,7 +13,7 @@ import pytest
 import tokenmask
 from tokenmask.cli.main import main
 from tokenmask.labelled.robustness import Corruption
-from tokenmask.recipes.compare import Arm, ComparePlan, _cell_config, cell_folder, check_rates, parse_train_sizes
+from tokenmask.recipes.compare import Arm, ComparePlan, _cell_config, cell_folder, check_rates, compare_augment, parse_train_sizes
 from tokenmask.recipes.compare_report import write_compare_report
 from tokenmask.recipes.compare_stats import summarize
 from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig
@@ -168,3 +168,10 @@ def test_each_cell_runs_its_own_arm_and_seed(tmp_path):
     run = _cell_config(config, tmp_path / "x", Arm(0.2, adaptive=True), 4)
     assert (run.augment_rate, run.augment_adaptive, run.loop.seed, run.loop.output) == (0.2, True, 4, str(tmp_path / "x"))
     assert cell_folder(tmp_path, None, Arm(0.2, adaptive=True), 4) == tmp_path / "size-all" / "adaptive-0.2" / "seed-4"
+
+
+def test_plan_or_rates_not_both(tmp_path):
+    config = FinetuneConfig(loop=replace(FINETUNE_LOOP, output=str(tmp_path), max_steps=3))
+    for kwargs in ({}, {"plan": ComparePlan(rates=(0.0,)), "rates": [0.0]}):
+        with pytest.raises(ValueError, match="a plan, or rates"):
+            compare_augment(config, **kwargs)

@@ -291,8 +291,10 @@ def write_json(path: Path, content: dict[str, Any]) -> None:
 
 def compare_augment(
     config: FinetuneConfig,
-    plan: ComparePlan,
+    plan: ComparePlan | None = None,
     *,
+    rates: Sequence[float] | None = None,
+    seeds: int = 3,
     reporter: Reporter = QuietReporter(),
     command: str | None = None,
 ) -> AugmentComparison:
@@ -303,10 +305,19 @@ def compare_augment(
     back and an unfinished one continues from its newest checkpoint. ``command`` (the command
     line, as typed) goes into each run's model cards.
 
+    ``compare_augment(config, rates=[0, 0.1], seeds=3)`` (no plan) is the plan of those rates
+    and seeds on the whole training set, seeds from ``config.loop.seed``, adaptive arms if
+    ``config.augment_adaptive``, without corrupted sets.
+
     Raises:
-        ValueError: ``--robustness`` for token labelling, a cell finished with other settings,
-            and the errors of the runs.
+        ValueError: both or neither of ``plan`` and ``rates``, ``--robustness`` for token
+            labelling, a cell finished with other settings, and the errors of the runs.
     """
+    if (plan is None) == (rates is None):
+        raise ValueError("give compare_augment a plan, or rates (and seeds), not both")
+    if plan is None:
+        assert rates is not None  # checked above
+        plan = ComparePlan(tuple(rates), seeds, adaptive=config.augment_adaptive, first_seed=config.loop.seed)
     output = Path(config.loop.output)
     data = _load(config, plan)
     reporter.message(data.full.describe())
