@@ -13,10 +13,20 @@ import pytest
 import tokenmask
 from tokenmask.cli.main import main
 from tokenmask.labelled.robustness import Corruption
-from tokenmask.recipes.compare import Arm, ComparePlan, _cell_config, cell_folder, check_rates, compare_augment, parse_train_sizes
+from tokenmask.recipes.compare import (
+    Arm,
+    ComparePlan,
+    _cell_config,
+    _finished,
+    cell_folder,
+    check_rates,
+    compare_augment,
+    parse_train_sizes,
+)
 from tokenmask.recipes.compare_report import write_compare_report
 from tokenmask.recipes.compare_stats import summarize
 from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig
+from tokenmask.settings import flatten
 
 TINY_RUN = ["--group-by", "movie", "--batch-size", "16", "--max-length", "32", "--lr", "5e-3", "--cpu"]
 
@@ -175,3 +185,18 @@ def test_plan_or_rates_not_both(tmp_path):
     for kwargs in ({}, {"plan": ComparePlan(rates=(0.0,)), "rates": [0.0]}):
         with pytest.raises(ValueError, match="a plan, or rates"):
             compare_augment(config, **kwargs)
+
+
+def test_resume_refuses_a_finished_run_with_other_settings_or_sets(tmp_path):
+    config = FinetuneConfig(loop=replace(FINETUNE_LOOP, output=str(tmp_path), max_steps=3))
+    folder, plan = tmp_path / "cell", ComparePlan(rates=(0.0,), corruptions=(Corruption("unk", 0.2),))
+    run = _cell_config(config, folder, Arm(0.0), 0)
+    folder.mkdir()
+    assert _finished(folder, run, plan) is None  # no cell.json: not finished
+    scores = {"clean": {"macro_f1": 0.5}, "unk-0.2": {"macro_f1": 0.4}}
+    (folder / "cell.json").write_text(json.dumps({"config": flatten(run), "scores": scores}))
+    assert _finished(folder, replace(run, loop=replace(run.loop, resume=True)), plan)["scores"] == scores
+    with pytest.raises(ValueError, match="other settings"):
+        _finished(folder, replace(run, loop=replace(run.loop, lr=1e-3)), plan)
+    with pytest.raises(ValueError, match="scored on clean, unk-0.2"):
+        _finished(folder, run, ComparePlan(rates=(0.0,)))

@@ -235,14 +235,19 @@ def _cell_config(config: FinetuneConfig, folder: Path, arm: Arm, seed: int) -> F
     return replace(config.with_loop(output=str(folder), seed=seed), augment_rate=arm.rate, augment_adaptive=arm.adaptive)
 
 
-def _finished(folder: Path, run: FinetuneConfig) -> dict[str, Any] | None:
-    """The cell's record if it finished with these settings; raises ValueError if it ran with others."""
+def _finished(folder: Path, run: FinetuneConfig, plan: ComparePlan) -> dict[str, Any] | None:
+    """The cell's record if it finished with these settings and sets; raises ValueError if it
+    ran with other settings or was scored on other sets (its numbers would not compare)."""
     path = folder / CELL_FILE
     if not path.exists():
         return None
     record = json.loads(path.read_text(encoding="utf-8"))
     if _comparable(record["config"]) != _comparable(flatten(run)):
         raise ValueError(f"{folder} was run with other settings: use another --output, or --overwrite to start afresh")
+    if set(record["scores"]) != {CLEAN, *(c.name for c in plan.corruptions)}:
+        raise ValueError(
+            f"{folder} was scored on {', '.join(record['scores'])}: give the same --robustness sets, or another --output"
+        )
     return record
 
 
@@ -331,7 +336,7 @@ def compare_augment(
             for arm in plan.arms:
                 folder = cell_folder(output, size, arm, seed)
                 run = _cell_config(config, folder, arm, seed)
-                record = _finished(folder, run) if config.loop.resume else None
+                record = _finished(folder, run, plan) if config.loop.resume else None
                 if record is not None:
                     reporter.message(_cell_line(record, config.metric) + "; finished before, read back")
                 else:
