@@ -56,6 +56,8 @@ _EXPORTS = {
     "FinetuneConfig": "tokenmask.recipes.config",
     "finetune": "tokenmask.recipes.finetune",
     "compare_augment": "tokenmask.recipes.compare",
+    "ComparePlan": "tokenmask.recipes.compare",
+    "write_compare_report": "tokenmask.recipes.compare_report",
     "DivergenceWatch": "tokenmask.recipes.watch",
 }
 

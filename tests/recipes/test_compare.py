@@ -1,23 +1,34 @@
-"""compare-augment: one run per (rate, seed), mean ± std per rate, printed, saved and plotted."""
+"""compare-augment: cells of (training size, arm, seed), scored clean and corrupted, resumable, reported."""
 
 import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+import tokenmask
 from tokenmask.cli.main import main
-from tokenmask.recipes.compare import AugmentComparison, RateSummary, check_rates
+from tokenmask.labelled.robustness import Corruption
+from tokenmask.recipes.compare import (
+    Arm,
+    ComparePlan,
+    _cell_config,
+    _finished,
+    cell_folder,
+    check_rates,
+    compare_augment,
+    parse_train_sizes,
+)
+from tokenmask.recipes.compare_report import write_compare_report
+from tokenmask.recipes.compare_stats import summarize
+from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig
+from tokenmask.settings import flatten
 
-
-def test_rate_summary_by_hand():
-    summary = RateSummary.of(0.1, [0.80, 0.84])
-    assert summary.mean == pytest.approx(0.82)
-    assert summary.std == pytest.approx(0.0282843, rel=1e-5)  # sqrt(((-.02)^2 + .02^2) / (2 - 1))
-    assert RateSummary.of(0.0, [0.7]).std == 0.0
-    table = AugmentComparison("macro_f1", (summary, RateSummary.of(0.0, [0.7])), "out").table()
-    assert table.splitlines() == [
-        "rate 0.1  : macro_f1 0.8200 ± 0.0283 over 2 seeds",
-        "rate 0    : macro_f1 0.7000 ± 0.0000 over 1 seed",
-    ]
+TINY_RUN = ["--group-by", "movie", "--batch-size", "16", "--max-length", "32", "--lr", "5e-3", "--cpu"]
 
 
 @pytest.mark.parametrize(
@@ -29,27 +40,163 @@ def test_bad_rates_and_seeds(rates, seeds, message):
         check_rates(rates, seeds)
 
 
-def test_cli_compare_augment(tiny_mlm_folder, reviews_csv, tmp_path, capsys):
-    out = tmp_path / "compare"
-    argv = ["compare-augment", str(reviews_csv), "--model", str(tiny_mlm_folder), "--output", str(out), "--group-by", "movie",
-            "--rates", "0,0.2", "--seeds", "2", "--max-steps", "3", "--eval-every", "3", "--batch-size", "16",
-            "--max-length", "32", "--lr", "5e-3"]  # fmt: skip
-    assert main(argv) == 0
-    printed = capsys.readouterr().out
+def test_plan_arms_sizes_and_refusals():
+    plan = ComparePlan(rates=(0.0, 0.1), seeds=2, train_sizes=(100, None), adaptive=True, first_seed=5)
+    assert [a.name for a in plan.arms] == ["rate-0", "rate-0.1", "adaptive-0.1"] and plan.seed_list == (5, 6)
+    assert Arm(0.05, adaptive=True).name == "adaptive-0.05"
+    assert parse_train_sizes("100, 300,all") == (100, 300, None)
+    with pytest.raises(ValueError, match="whole numbers or 'all'"):
+        parse_train_sizes("100,half")
+    with pytest.raises(ValueError, match="each training-set size once"):
+        ComparePlan(rates=(0.0,), train_sizes=(100, 100))
+    with pytest.raises(ValueError, match="starts from a rate above 0"):
+        ComparePlan(rates=(0.0,), adaptive=True)
+
+
+def fake_comparison(folder: Path, *, complete: bool = True) -> Path:
+    """A compare.json as compare_augment writes it, with made-up scores (no training)."""
+    cells = []
+    for size, examples in (("100", 100), ("all", 380)):
+        for seed in (0, 1, 2):
+            for arm, gain in (("rate-0", 0.0), ("rate-0.1", 0.01 * (seed - 1)), ("adaptive-0.1", 0.05)):
+                clean = 0.6 + 0.1 * (size == "all") + 0.02 * seed + gain
+                scores = {"clean": {"accuracy": clean + 0.05, "macro_f1": clean}}
+                scores |= {f"typo-{r:g}": {"accuracy": clean, "macro_f1": clean - r} for r in (0.05, 0.1)}
+                scores["unk-0.2"] = {"accuracy": clean, "macro_f1": clean - 0.1 + gain}
+                cells.append({"size": size, "examples": examples, "arm": arm, "rate": 0.1, "adaptive": arm.startswith("a"),
+                              "seed": seed, "steps": 30, "seconds": 12.0, "divergence_warnings": 0, "scores": scores})  # fmt: skip
+    plan = ComparePlan(rates=(0.0, 0.1), train_sizes=(100, None), adaptive=True,
+                       corruptions=(Corruption("typo", 0.05), Corruption("typo", 0.1), Corruption("unk", 0.2)))  # fmt: skip
+    content = {
+        "metric": "macro_f1", "metrics": ["accuracy", "macro_f1"], "budget": "stops at 30 steps", "baseline": "rate-0",
+        "test": "paired t", "plan": plan.to_dict(), "config": {"model": "minilm"}, "complete": complete, "cells": cells,
+        "summary": [row.to_dict() for row in summarize(cells, ["accuracy", "macro_f1"])],
+    }  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "compare.json").write_text(json.dumps(content), encoding="utf-8")
+    return folder
+
+
+def test_report_from_compare_json_alone(tmp_path):
+    comparison = write_compare_report(fake_comparison(tmp_path / "cmp"))
+    page = (tmp_path / "cmp" / "report.html").read_text(encoding="utf-8")
+    assert page.count('<img src="data:image/png;base64,') == 2 and "<script" not in page and "http" not in page
+    for text in ("clean validation set", "corrupted validation sets", "macro_f1 mean ± sd", "relative drop", "adaptive-0.1",
+                 "typo-0.05", "baseline", "paired t"):  # fmt: skip
+        assert text in page, text
+    # rate 0.1 differs from rate 0 by -0.01, 0, +0.01 over seeds: within noise; adaptive by +0.05 every seed: better
+    assert "+0.0000 [-0.0248, +0.0248] noise" in page and "+0.0500 [+0.0500, +0.0500] better" in page
+    assert "Incomplete" not in page
+    table = comparison.table()
+    line = next(line.split() for line in table.splitlines() if line.startswith("unk-0.2") and " all " in line)
+    assert line[:9] == ["unk-0.2", "all", "rate-0", "0.7200", "±", "0.0200", "0.6200", "±", "0.0200"]  # accuracy, macro_f1
+    assert line[9:] == ["+0.1000", "+13.9%", "baseline"]  # drop 0.1 from a clean mean of 0.72 (0.70, 0.72, 0.74)
+    assert (tmp_path / "cmp" / "compare.png").exists() and (tmp_path / "cmp" / "robustness.png").exists()
+    write_compare_report(fake_comparison(tmp_path / "part", complete=False))
+    assert "Incomplete" in (tmp_path / "part" / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [(["--max-steps", "1", "--rates", "0,x"], "comma-separated numbers"),
+     (["--rates", "0,0.1"], "give the length of each run: --epochs, --max-steps, --max-tokens or --max-time"),
+     (["--max-steps", "1", "--train-sizes", "10,ten"], "whole numbers or 'all'"),
+     (["--max-steps", "1", "--augment-rate", "0.1"], "give them with --rates"),
+     (["--max-steps", "1", "--corruptions", "typo=0.1"], "give --robustness too"),
+     (["--max-steps", "1", "--robustness", "--corruptions", "blur=0.1"], "one of typo, delete, unk"),
+     (["--max-steps", "1", "--robustness", "--task", "tokens", "x.jsonl"], "not supported")],
+)  # fmt: skip
+def test_compare_refuses_bad_input_in_one_line(extra, message, tmp_path, capsys):
+    assert main(["compare-augment", "--output", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def environment() -> dict[str, str]:
+    """This checkout's tokenmask for the subprocess, one thread, unbuffered."""
+    source = str(Path(tokenmask.__file__).resolve().parents[1])
+    existing = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": source + (os.pathsep + existing if existing else ""), "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}  # fmt: skip
+
+
+def test_killed_comparison_resumes_and_ends_complete(tiny_mlm_folder, reviews_csv, tmp_path):
+    """The whole command through a subprocess: 2 sizes x 2 rates x 2 seeds, scored clean and on one
+    corrupted set; killed (SIGKILL) once the first run is finished and the second has a checkpoint,
+    then run again with --resume. The finished run is not redone, the cut one continues from its
+    checkpoint, and compare.json ends complete with every run."""
+    out = tmp_path / "cmp"
+    command = [sys.executable, "-m", "tokenmask", "compare-augment", str(reviews_csv), "--model", str(tiny_mlm_folder),
+               "--output", str(out), *TINY_RUN, "--rates", "0,0.2", "--seeds", "2", "--train-sizes", "40,all",
+               "--max-steps", "6", "--save-every", "2", "--eval-every", "6", "--robustness", "--corruptions", "unk=0.3",
+               "--no-keep-models", "--resume"]  # fmt: skip
+    first, second = out / "size-40" / "rate-0" / "seed-0", out / "size-40" / "rate-0.2" / "seed-0"
+    process = subprocess.Popen(command, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            if (first / "cell.json").exists() and list((second / "checkpoints").glob("step-*")):
+                break
+            time.sleep(0.005)
+        assert process.poll() is None, f"the comparison ended before it could be killed: {process.stderr.read()[-2000:]}"
+    finally:
+        process.kill()  # SIGKILL: no handler, no clean-up
+        process.wait(timeout=30)
+        process.stderr.close()
+    partial = json.loads((out / "compare.json").read_text())
+    assert not partial["complete"] and [c["arm"] for c in partial["cells"]] == ["rate-0"]
+    assert not (second / "cell.json").exists()
+    finished = (first / "cell.json").stat().st_mtime_ns, (first / "metrics.jsonl").read_text()
+
+    done = subprocess.run(command, env=environment(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ((first / "cell.json").stat().st_mtime_ns, (first / "metrics.jsonl").read_text()) == finished  # not redone
+    steps = [r["step"] for r in map(json.loads, (second / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    assert steps == list(range(1, 7))  # continued from its checkpoint: every step logged once
     saved = json.loads((out / "compare.json").read_text())
-    assert saved["metric"] == "macro_f1" and [r["rate"] for r in saved["rates"]] == [0.0, 0.2]
-    for entry in saved["rates"]:
-        runs = [json.loads((out / f"rate-{entry['rate']:g}" / f"seed-{seed}" / "results.json").read_text()) for seed in (0, 1)]
-        assert entry["values"] == [run["final"]["macro_f1"] for run in runs]
-        assert [run["config"]["augment_rate"] for run in runs] == [entry["rate"]] * 2
-        assert [run["config"]["seed"] for run in runs] == [0, 1]
-        summary = RateSummary.of(entry["rate"], entry["values"])
-        assert f"rate {entry['rate']:<5g}: macro_f1 {summary.mean:.4f} ± {summary.std:.4f} over 2 seeds" in printed
-    assert (out / "compare.png").read_bytes().startswith(b"\x89PNG")
+    assert saved["complete"] and saved["metric"] == "macro_f1" and saved["plan"]["train_sizes"] == ["40", "all"]
+    assert [(c["size"], c["seed"], c["arm"]) for c in saved["cells"]] == [
+        (size, seed, arm) for size in ("40", "all") for seed in (0, 1) for arm in ("rate-0", "rate-0.2")
+    ]
+    for cell in saved["cells"]:
+        folder = out / f"size-{cell['size']}" / cell["arm"] / f"seed-{cell['seed']}"
+        run = json.loads((folder / "results.json").read_text())
+        assert cell["scores"]["clean"]["macro_f1"] == run["final"]["macro_f1"] and set(cell["scores"]) == {"clean", "unk-0.3"}
+        assert (run["config"]["augment_rate"], run["config"]["seed"], cell["steps"]) == (cell["rate"], cell["seed"], 6)
+        assert cell["examples"] == 40 if cell["size"] == "40" else cell["examples"] > 300  # 400 reviews, ~10% held out
+        assert json.loads((folder / "cell.json").read_text()) == cell
+        assert not [name for name in ("model", "best", "checkpoints") if (folder / name).exists()]  # --no-keep-models
+    paired = [r for r in saved["summary"] if r["arm"] == "rate-0.2" and r["metric"] == "macro_f1"]
+    assert len(paired) == 4 and all(r["paired"]["n"] == 2 for r in paired)
+    assert "clean validation set" in done.stdout and "corrupted validation sets" in done.stdout
+    assert "size 40, rate-0, seed 0: clean macro_f1" in done.stderr + done.stdout and "read back" in done.stderr + done.stdout
+    assert (out / "report.html").read_text().count("data:image/png") == 2
 
 
-def test_compare_needs_a_run_length_and_good_rates(tmp_path, capsys):
-    assert main(["compare-augment", "--output", str(tmp_path / "o"), "--max-steps", "1", "--rates", "0,x"]) == 2
-    assert "comma-separated numbers" in capsys.readouterr().err
-    assert main(["compare-augment", "--output", str(tmp_path / "o"), "--rates", "0,0.1"]) == 2
-    assert "give the length of each run: --epochs, --max-steps, --max-tokens or --max-time" in capsys.readouterr().err
+def test_each_cell_runs_its_own_arm_and_seed(tmp_path):
+    config = FinetuneConfig(loop=replace(FINETUNE_LOOP, output=str(tmp_path), max_steps=3))
+    run = _cell_config(config, tmp_path / "x", Arm(0.2, adaptive=True), 4)
+    assert (run.augment_rate, run.augment_adaptive, run.loop.seed, run.loop.output) == (0.2, True, 4, str(tmp_path / "x"))
+    assert cell_folder(tmp_path, None, Arm(0.2, adaptive=True), 4) == tmp_path / "size-all" / "adaptive-0.2" / "seed-4"
+
+
+def test_plan_or_rates_not_both(tmp_path):
+    config = FinetuneConfig(loop=replace(FINETUNE_LOOP, output=str(tmp_path), max_steps=3))
+    for kwargs in ({}, {"plan": ComparePlan(rates=(0.0,)), "rates": [0.0]}):
+        with pytest.raises(ValueError, match="a plan, or rates"):
+            compare_augment(config, **kwargs)
+
+
+def test_resume_refuses_a_finished_run_with_other_settings_or_sets(tmp_path):
+    config = FinetuneConfig(loop=replace(FINETUNE_LOOP, output=str(tmp_path), max_steps=3))
+    folder, plan = tmp_path / "cell", ComparePlan(rates=(0.0,), corruptions=(Corruption("unk", 0.2),))
+    run = _cell_config(config, folder, Arm(0.0), 0)
+    folder.mkdir()
+    assert _finished(folder, run, plan) is None  # no cell.json: not finished
+    scores = {"clean": {"macro_f1": 0.5}, "unk-0.2": {"macro_f1": 0.4}}
+    (folder / "cell.json").write_text(json.dumps({"config": flatten(run), "scores": scores}))
+    assert _finished(folder, replace(run, loop=replace(run.loop, resume=True)), plan)["scores"] == scores
+    with pytest.raises(ValueError, match="other settings"):
+        _finished(folder, replace(run, loop=replace(run.loop, lr=1e-3)), plan)
+    with pytest.raises(ValueError, match="scored on clean, unk-0.2"):
+        _finished(folder, run, ComparePlan(rates=(0.0,)))

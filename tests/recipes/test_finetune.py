@@ -66,7 +66,7 @@ def test_cli_finetune_writes_a_model_that_reloads_to_the_same_scores(
     config = settings(tiny_mlm_folder, data, out, group_by="movie" if kind == "classify" else None)
     tokenizer = load_tokenizer(out / "model")
     prepared = load_finetune_data(config, tokenizer)
-    validation = recipe._validation_batches(prepared, tokenizer, 16)
+    validation = recipe.validation_batches(prepared.validation, tokenizer, 16)
     for folder, expected in (("model", results["final"]), ("best", results["best"])):
         model = auto.from_pretrained(out / folder, local_files_only=True)
         assert model.config.id2label == dict(enumerate(results["labels"]))

@@ -172,17 +172,37 @@ def _rates(value: Any) -> list[float]:
 
 def cmd_compare_augment(args: argparse.Namespace) -> int:
     from tokenmask.cli.render import ProgressReporter
-    from tokenmask.recipes.compare import COMPARE_FILE, COMPARE_PLOT, compare_augment
+    from tokenmask.labelled.robustness import parse_corruptions
+    from tokenmask.recipes.compare import ComparePlan, compare_augment, parse_train_sizes
+    from tokenmask.recipes.compare_report import COMPARE_PLOT
     from tokenmask.recipes.config import FinetuneConfig
+    from tokenmask.recipes.report import REPORT_FILE
 
     requested = requested_settings(FinetuneConfig, args, config_file=args.config)
     if not {"epochs", "max_steps", "max_tokens", "max_time"} & requested.keys():  # 9 minutes each would be a surprise
         raise ValueError("give the length of each run: --epochs, --max-steps, --max-tokens or --max-time (minutes per run)")
-    config, rates = _with_output(build(FinetuneConfig, requested)), _rates(args.rates)
+    if "augment_rate" in requested:
+        raise ValueError("compare-augment sets the augmentation rate of each run: give them with --rates, not --augment-rate")
+    if args.corruptions and not args.robustness:
+        raise ValueError("--corruptions chooses the sets of --robustness: give --robustness too")
+    adaptive = bool(requested.pop("augment_adaptive", False))  # an arm of its own here, not a setting of every run
+    config = _with_output(build(FinetuneConfig, requested))
+    plan = ComparePlan(
+        rates=tuple(_rates(args.rates)),
+        seeds=args.seeds,
+        train_sizes=parse_train_sizes(args.train_sizes),
+        corruptions=parse_corruptions(args.corruptions or ()) if args.robustness else (),
+        adaptive=adaptive,
+        first_seed=config.loop.seed,
+        keep_models=args.keep_models,
+    )
     with ProgressReporter() as reporter:
-        comparison = compare_augment(config, rates=rates, seeds=args.seeds, reporter=reporter, command=args.command_line)
+        comparison = compare_augment(config, plan, reporter=reporter, command=args.command_line)
     print(comparison.table())
-    print(f"runs in {comparison.output}/rate-*/seed-*; summary in {comparison.output}/{COMPARE_FILE} and {COMPARE_PLOT}")
+    print(
+        f"runs in {comparison.output}/size-*/*/seed-*; summary in {comparison.output}/compare.json, "
+        f"{COMPARE_PLOT} and {REPORT_FILE}"
+    )
     return 0
 
 

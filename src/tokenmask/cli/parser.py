@@ -242,14 +242,38 @@ def _compare(verbs) -> None:
 
     compare = _command(
         verbs, "compare-augment", commands.cmd_compare_augment,
-        help="fine-tune at several [MASK] augmentation rates and seeds; mean ± std per rate, and a plot",
-        description="Run the same fine-tuning once per augmentation rate and seed (each in OUTPUT/rate-R/seed-S) "
-        "and compare the final validation metric (--best-metric, default macro_f1 or span_f1): mean ± sample "
-        "standard deviation per rate, printed and plotted to OUTPUT/compare.png. Give the length of each run "
-        "with --max-time (minutes per run), --max-steps or --epochs.",
+        help="fine-tune at several [MASK] augmentation rates, training-set sizes and seeds; tables, plots, report.html",
+        description="Run the same fine-tuning once per training-set size, augmentation arm and seed (each in "
+        "OUTPUT/size-S/ARM/seed-N; an arm is a fixed rate, rate-R, or with --augment-adaptive also adaptive-R) and "
+        "compare the final metrics (accuracy, macro-F1; --best-metric picks the one compared): mean ± sample "
+        "standard deviation per arm, and each arm minus rate 0 seed by seed with a 95%% paired t interval that says "
+        "when the difference is within noise. Training samples are drawn with the seed, stratified by label, nested "
+        "(the 100 are among the 300). With --robustness, also scored on corrupted copies of the validation set. "
+        "Writes OUTPUT/compare.json, compare.png, robustness.png and report.html. Give the length of each run with "
+        "--max-steps (equal steps), --max-time (equal minutes per run) or --epochs; --resume continues an interrupted "
+        "comparison without redoing finished runs.",
     )  # fmt: skip
     compare.add_argument("--rates", default="0,0.05,0.1,0.2", help="comma-separated augmentation rates (default: 0,0.05,0.1,0.2)")
-    compare.add_argument("--seeds", type=int, default=3, help="runs per rate, seeds --seed, --seed + 1, … (default: 3)")
+    compare.add_argument("--seeds", type=int, default=3, help="runs per size and arm, seeds --seed, --seed + 1, … (default: 3)")
+    compare.add_argument(
+        "--train-sizes", default="all",
+        help="comma-separated training-set sizes, whole numbers or 'all', e.g. 100,300,1000,all (default: all)",
+    )  # fmt: skip
+    compare.add_argument(
+        "--robustness", action="store_true",
+        help="also score every run on corrupted copies of the validation set (default sets: typos in 5/10/20%% of "
+        "words, words deleted or replaced by the unknown token at 10/20/30%%; classification only)",
+    )  # fmt: skip
+    compare.add_argument(
+        "--corruptions", nargs="+", metavar="KIND=RATES",
+        help="the corrupted sets of --robustness instead of the defaults, KIND one of typo, delete, unk: "
+        "e.g. --corruptions typo=0.1,0.2 unk=0.2",
+    )  # fmt: skip
+    compare.add_argument(
+        "--keep-models", action=argparse.BooleanOptionalAction, default=True,
+        help="keep each run's model, best and checkpoints folders (default); --no-keep-models removes them once the "
+        "run is scored, keeping its results, metrics and plots (minilm: ~175 MB a run)",
+    )  # fmt: skip
     _config_file(compare)
     add_settings(compare, FinetuneConfig, title="fine-tuning")
 

@@ -25,7 +25,7 @@ from accelerate.utils import extract_model_from_parallel
 
 from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.collate.stream import Shard
-from tokenmask.labelled.align import FinetuneData
+from tokenmask.labelled.align import FinetuneData, LabelledExample
 from tokenmask.labelled.sampler import LengthGroupedBatches
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.recipes.classifier import (
@@ -171,7 +171,7 @@ def _job(
     else:
         tracker.replay(read_metrics(output), int(load_state(checkpoint)["step"]))
     augmenter = MaskingAugmenter(tokenizer, rate=tracker.rate, strategy=config.augment_strategy, seed=loop.seed)
-    validation = _validation_batches(data, tokenizer, loop.batch_size)
+    validation = validation_batches(data.validation, tokenizer, loop.batch_size)
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:
         tracker.next_step = step + 1
@@ -232,11 +232,13 @@ def _training_batches(
     return batches
 
 
-def _validation_batches(data: FinetuneData, tokenizer: PreTrainedTokenizerBase, batch_size: int) -> list[dict[str, Any]]:
-    """The validation examples collated once, longest first, padded only: never augmented."""
+def validation_batches(
+    examples: Sequence[LabelledExample], tokenizer: PreTrainedTokenizerBase, batch_size: int
+) -> list[dict[str, Any]]:
+    """Evaluation examples collated once, longest first, padded only: never augmented."""
     padder = MaskingAugmenter(tokenizer, rate=0.0).eval()
-    order = LengthGroupedBatches([len(e["input_ids"]) for e in data.validation], batch_size, shuffle=False)
-    return [padder([data.validation[i] for i in indices]) for indices in order]
+    order = LengthGroupedBatches([len(e["input_ids"]) for e in examples], batch_size, shuffle=False)
+    return [padder([examples[i] for i in indices]) for indices in order]
 
 
 # ---- the run -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tokenmask.labelled.align import FinetuneData, prepare_finetune_data
 from tokenmask.labelled.examples import (
@@ -19,6 +19,7 @@ from tokenmask.labelled.examples import (
     read_labelled_texts,
     read_tagged_sentences,
     rotten_tomatoes,
+    split_examples,
 )
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.text.byte_checks import ReadStats
@@ -40,16 +41,20 @@ def read_examples(
     return read_tagged_sentences(paths, tokens_column=words, tags_column=tags, group_by=group_by, stats=stats)
 
 
-def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase) -> FinetuneData:
-    """Read, split (unless ``eval_data`` is given) and encode the run's examples.
+Examples = list[LabelledText] | list[TaggedSentence]
+"""Examples of one task: all texts with a class, or all tagged sentences."""
+
+
+def split_finetune_examples(config: FinetuneConfig, *, stats: ReadStats | None = None) -> tuple[Examples, Examples]:
+    """``(train, validation)``: the run's examples read and, unless ``eval_data`` is given, split.
 
     Without ``data``, the built-in Rotten Tomatoes snippets, split by movie. With ``data``, the
-    split hashes each example's group when ``group_by`` is set, else its text.
+    split hashes each example's group when ``group_by`` is set, else its text. Raw examples,
+    not encoded: what a comparison samples training sets from and corrupts evaluation text of.
 
     Raises:
-        ValueError: unreadable data, token labelling without data, no validation example.
+        ValueError: unreadable data, token labelling without data, no training example left.
     """
-    stats = ReadStats()
     split_by: SplitBy
     if config.data:
         examples = read_examples(config.data, config, stats=stats)
@@ -58,16 +63,26 @@ def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
         examples, split_by = rotten_tomatoes(), "group"
     else:
         raise ValueError("the built-in data (Rotten Tomatoes reviews) is for --task classify; give token-labelled DATA")
-    # given validation files are not split, so they need no group column
-    validation = read_examples(config.eval_data, config, grouped=False, stats=stats) if config.eval_data else None
-    data = prepare_finetune_data(
-        examples,
-        tokenizer,
-        validation=validation,
-        validation_share=config.validation_share,
-        split_by=split_by,
-        max_length=config.max_length,
+    if config.eval_data:  # given validation files are not split, so they need no group column
+        return examples, read_examples(config.eval_data, config, grouped=False, stats=stats)
+    # split_examples keeps the examples' type; mypy cannot follow a TypeVar through a union of lists
+    train, validation = cast(
+        tuple[Examples, Examples], split_examples(examples, validation_share=config.validation_share, by=split_by)
     )
+    if not train:
+        raise ValueError("no training example left after the split; lower validation_share")
+    return train, validation
+
+
+def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase) -> FinetuneData:
+    """Read, split (unless ``eval_data`` is given) and encode the run's examples (:func:`split_finetune_examples`).
+
+    Raises:
+        ValueError: unreadable data, token labelling without data, no training or validation example.
+    """
+    stats = ReadStats()
+    train, validation = split_finetune_examples(config, stats=stats)
+    data = prepare_finetune_data(train, tokenizer, validation=validation, max_length=config.max_length)
     if not data.validation:
         raise ValueError("no validation example: give --eval DATA or more examples (or groups) to hold out")
     return replace(data, repaired=stats.describe())
