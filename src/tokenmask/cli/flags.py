@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,18 @@ from tokenmask.settings import Leaf, build, converted, leaves
 from tokenmask.settings import nested_type as _nested_type
 
 
-def add_settings(parser: argparse.ArgumentParser, config_type: type, *, title: str, defaults: Any = None) -> None:
+def add_settings(
+    parser: argparse.ArgumentParser, config_type: type, *, title: str, defaults: Any = None, exclude: Collection[str] = ()
+) -> None:
     """One flag per setting of ``config_type`` (positional settings as positional arguments).
 
     ``defaults``: an instance whose values are shown as the defaults (else the fields' own).
+    ``exclude``: keys of settings the command sets itself (``study`` sets ``strategy`` per cell).
     """
     groups: dict[tuple[str, ...], Any] = {}
     for leaf in leaves(config_type, defaults):
+        if leaf.key in exclude:
+            continue
         section = leaf.path[:-1]  # a nested config's settings are grouped under its field's help
         if section not in groups:
             groups[section] = parser.add_argument_group(_section_title(config_type, section) or title)
