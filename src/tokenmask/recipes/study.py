@@ -138,7 +138,7 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
         _write_study(output, config, cells, results)
 
     pending = [cell for cell in cells if cell.name not in results]
-    run_cells(config, pending, reporter, command=command, on_result=finished, total=len(cells))
+    run_cells(config, pending, reporter, command=command, on_result=finished)
     return _write_study(output, config, cells, results)
 
 
@@ -186,7 +186,7 @@ def check_study_folder(output: Path, plan: Mapping[str, Any], *, resume: bool) -
 
 
 def plan_differences(saved: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
-    """``"grid (rates), settings (lr)"``: where two plans differ, or ``""``."""
+    """``"grid (rates), settings (lr)"``: where two plans differ (at most 4 keys named per section), or ``""``."""
     parts = []
     for section in ("grid", "settings", "finetune"):
         old, new = saved.get(section), plan.get(section)
@@ -194,7 +194,8 @@ def plan_differences(saved: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
             continue
         if isinstance(old, Mapping) and isinstance(new, Mapping):
             keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-            parts.append(f"{section} ({', '.join(keys)})")
+            shown = ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+            parts.append(f"{section} ({shown})")
         else:
             parts.append(f"{section} ({'on' if new else 'off'} now)")
     return ", ".join(parts)

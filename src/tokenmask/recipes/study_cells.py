@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tokenmask.recipes.study import CELLS, RESULT_FILE, StudyConfig, cell_lock, write_json
 from tokenmask.recipes.study_grid import Cell
@@ -109,28 +109,29 @@ def baseline_model(config: StudyConfig, seed: int, folder: Path) -> str:
 
 
 def run_cells(
-    config: StudyConfig, cells: Sequence[Cell], reporter: Reporter, *, command: str | None, on_result: OnResult, total: int
+    config: StudyConfig, cells: Sequence[Cell], reporter: Reporter, *, command: str | None, on_result: OnResult
 ) -> None:
     """Train ``cells`` (``config.jobs`` at a time), calling ``on_result`` as each one finishes.
 
     Raises:
         ValueError: a cell failed (the others running are stopped first, each at a checkpoint).
     """
-    done = total - len(cells)
+    every = config.cells()
+    label = {cell.name: f"cell {number}/{len(every)} {cell.name}" for number, cell in enumerate(every, start=1)}
     if config.jobs == 1:
         for cell in cells:
-            reporter.message(f"cell {done + 1}/{total} {cell.name}: started")
+            reporter.message(f"{label[cell.name]}: started")
             result = run_cell(config, cell, _Relay(reporter), command=command)
-            done += 1
-            reporter.message(finished_line(result, done, total))
+            reporter.message(finished_line(label[cell.name], result))
             on_result(result)
         return
-    _run_in_processes(config, cells, reporter, command=command, on_result=on_result, done=done, total=total)
+    _run_in_processes(config, cells, reporter, command=command, on_result=on_result, label=label)
 
 
-def finished_line(result: dict[str, Any], done: int, total: int) -> str:
-    """``cell 3/8 span-0.3-bert-seed0: done in 3.1 min; fixed-mask accuracy 0.1234 (own 0.1100); fine-tuned accuracy 0.7100``."""
-    parts = [f"cell {done}/{total} {result['name']}: done in {result['minutes']:.1f} min"]
+def finished_line(label: str, result: dict[str, Any]) -> str:
+    """``cell 3/8 span-0.3-bert-seed0: done in 3.1 min; fixed-mask accuracy 0.1234 (own masks 0.1100); fine-tuned accuracy 0.7100``
+    (``label`` is the part before the colon: the cell's place in the grid and its name)."""
+    parts = [f"{label}: done in {result['minutes']:.1f} min"]
     if result.get("common"):
         own = f" (own masks {result['own']['accuracy']:.4f})" if result.get("own") else ""
         parts.append(f"fixed-mask accuracy {result['common']['accuracy']:.4f}{own}")
@@ -160,15 +161,15 @@ def _run_in_processes(
     *,
     command: str | None,
     on_result: OnResult,
-    done: int,
-    total: int,
+    label: dict[str, str],
 ) -> None:
     """Up to ``config.jobs`` cells at once, each in a spawned process with its share of the cores."""
     from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("spawn")  # no forked torch or tokenizer threads
     threads = max(1, (os.cpu_count() or 1) // config.jobs)
-    waiting, running = list(cells), {}
+    waiting = list(cells)
+    running: dict[int, tuple[Any, Cell, Any]] = {}  # sentinel -> (process, cell, receiving end)
     try:
         while waiting or running:
             while waiting and len(running) < config.jobs:
@@ -178,17 +179,16 @@ def _run_in_processes(
                 process.start()
                 sender.close()
                 running[process.sentinel] = (process, cell, receiver)
-                reporter.message(f"cell {done + len(running)}/{total} {cell.name}: started (process {process.pid})")
+                reporter.message(f"{label[cell.name]}: started (process {process.pid})")
             for sentinel in wait(list(running)):
-                process, cell, receiver = running.pop(sentinel)  # type: ignore[call-overload]
-                outcome = (
+                process, cell, receiver = running.pop(cast(int, sentinel))
+                outcome: tuple[str, Any] = (
                     receiver.recv() if receiver.poll() else ("error", f"its process ended with exit code {process.exitcode}")
                 )
                 process.join()
                 if outcome[0] != "done":
                     raise ValueError(f"cell {cell.name}: {outcome[1]}")
-                done += 1
-                reporter.message(finished_line(outcome[1], done, total))
+                reporter.message(finished_line(label[cell.name], outcome[1]))
                 on_result(outcome[1])
     finally:
         for process, _, _ in running.values():

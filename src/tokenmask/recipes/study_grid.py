@@ -14,9 +14,9 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from tokenmask.masking.config import STRATEGIES, UnitConfig
+from tokenmask.masking.config import STRATEGIES, Strategy, UnitConfig
 from tokenmask.recipes.config import PretrainConfig
 
 CORRUPTIONS: dict[str, tuple[float, float]] = {"bert": (0.8, 0.1), "mask-only": (1.0, 0.0)}
@@ -72,7 +72,7 @@ class Cell:
         """The cell's coordinates, JSON-ready (the start of its result)."""
         return {"name": self.name, "point": self.point, **dataclasses.asdict(self)}
 
-    def config(self, base: PretrainConfig, output: Path, *, resume: bool = False) -> PretrainConfig:
+    def config(self, base: PretrainConfig, output: str | Path, *, resume: bool = False) -> PretrainConfig:
         """``base`` with this cell's masking, rate schedule, seed and output, scored on the common masks.
 
         Raises:
@@ -84,7 +84,7 @@ class Cell:
         masking = base.masking
         masking = replace(
             masking,
-            units=replace(masking.units, strategy=self.strategy),
+            units=replace(masking.units, strategy=cast(Strategy, self.strategy)),  # checked by UnitConfig
             selection=replace(masking.selection, mlm_probability=self.rate),
             corruption=replace(masking.corruption, mask_replace_prob=mask, random_replace_prob=random),
         )
@@ -166,4 +166,7 @@ each, about 30 minutes on 2 CPU cores. Add ``"pmi"`` to the strategies once it i
 
 DEFAULT_CELL_TOKENS = 1_000_000
 """Each cell's budget when none is given: 1M training tokens (about 980 steps of 8 x 128), so
-every cell sees the same data whatever its speed; ~2.5 min at 15% and ~4 min at 30% here."""
+every cell sees the same amount of data whatever its speed or what runs beside it. At the
+default run's 6.6k tokens/s on 2 cores (README), about 2.5 min at 15% and 4 min at 30% (the
+sparse head predicts twice the targets: 1.6x the time per token), plus ~20 s of evaluations,
+checkpoints and set-up per cell: the default grid in about 29 minutes."""
