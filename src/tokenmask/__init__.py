@@ -51,6 +51,12 @@ _EXPORTS = {
     "FinetuneConfig": "tokenmask.recipes.config",
     "finetune": "tokenmask.recipes.finetune",
     "compare_augment": "tokenmask.recipes.compare",
+    "StudyConfig": "tokenmask.recipes.study",
+    "study_config": "tokenmask.recipes.study",
+    "run_study": "tokenmask.recipes.study",
+    "StudyGrid": "tokenmask.recipes.study_grid",
+    "DEFAULT_GRID": "tokenmask.recipes.study_grid",
+    "write_study_report": "tokenmask.recipes.study_report",
     "DivergenceWatch": "tokenmask.recipes.watch",
 }
 

@@ -235,6 +235,7 @@ def _compare(verbs) -> None:
 def _study(verbs) -> None:
     from tokenmask.recipes.config import PretrainConfig
     from tokenmask.recipes.study_grid import DEFAULT_CELL_TOKENS, DEFAULT_GRID, GRID_KEYS
+    from tokenmask.train.config import LoopConfig
 
     grid = DEFAULT_GRID
     study = _command(
@@ -264,7 +265,22 @@ def _study(verbs) -> None:
         "--finetune-max-steps", type=int, default=300, help="with --finetune: steps of each fine-tuning (default: 300)"
     )
     study.add_argument("--finetune-lr", type=float, default=1e-4, help="with --finetune: its learning rate (default: 0.0001)")
-    add_settings(study, PretrainConfig, title="pre-training (every cell)", exclude=(*GRID_KEYS, "overwrite"))
+    budget = PretrainConfig(loop=LoopConfig(max_tokens=DEFAULT_CELL_TOKENS))  # the defaults a study shows
+    add_settings(study, PretrainConfig, title="pre-training (every cell)", defaults=budget, exclude=(*GRID_KEYS, "overwrite"))
+    _reword(study, {
+        "output": "the study's folder: OUTPUT/study.json, OUTPUT/report.html, each cell's runs in OUTPUT/cells/NAME; required",
+        "resume": "continue the study in OUTPUT: finished cells are kept as they are, an interrupted one continues "
+                  "from its newest checkpoint, the others start",
+        "seed": "the first seed: each cell runs with seeds SEED .. SEED + --seeds - 1 (default: 0)",
+        "max_time": "stop each cell after this many minutes, counted across resumes",
+    })  # fmt: skip
+
+
+def _reword(command: argparse.ArgumentParser, helps: dict[str, str]) -> None:
+    """Give generated flags the meaning they have in this command (a study's ``--output`` is the study's folder)."""
+    for action in command._actions:
+        if action.dest in helps:
+            action.help = helps[action.dest].replace("%", "%%")
 
 
 def _tokenizer(verbs) -> None:

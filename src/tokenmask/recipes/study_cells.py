@@ -69,7 +69,7 @@ def run_cell(
             run = replace(config.finetune.with_loop(output=str(folder / "finetune"), seed=cell.seed, resume=resume), model=model)
             tuned = finetune(run, reporter, command=command)
             result["finetune"] = {"steps": tuned.steps, "metric": tuned.metric, **tuned.final.metrics()}
-        result["minutes"] = (time.perf_counter() - began) / 60
+        result.update(minutes=(time.perf_counter() - began) / 60, status="finished")
         write_json(folder / RESULT_FILE, result)
     return result
 
