@@ -140,6 +140,14 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, ex
     assert not output.exists()
 
 
+def test_a_new_study_refused_by_its_first_cell_leaves_no_study_behind(tmp_path, capsys):
+    output = tmp_path / "study"
+    argv = ["study", str(tmp_path / "missing.txt"), "--output", str(output), "--max-steps", "1", "--strategies", "token"]
+    assert main(argv) == 2
+    assert "missing.txt" in capsys.readouterr().err
+    assert not (output / "study.json").exists() and not list(output.rglob("config.yaml"))
+
+
 def test_resume_on_a_study_of_another_grid_is_refused(tmp_path, capsys):
     output = tmp_path / "study"
     output.mkdir()

@@ -118,7 +118,8 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
 
     Raises:
         ValueError: an OUTPUT that holds another study (or a run), or ``resume`` on a study of
-            another plan; all before anything is written. The errors of the cells.
+            another plan; all before anything is written. The errors of the cells (bad input
+            refused by the first cell of a new study leaves no ``study.json`` behind).
         Interrupted: SIGINT or SIGTERM (the running cells saved a checkpoint first).
     """
     from tokenmask.recipes.study_cells import read_result, run_cells
@@ -131,6 +132,7 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
         if done is not None:
             results[cell.name] = done
     reporter.message(describe(config, finished=len(results)))
+    fresh = not (output / STUDY_FILE).exists()
     _write_study(output, config, cells, results)
 
     def finished(result: dict[str, Any]) -> None:
@@ -138,7 +140,12 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
         _write_study(output, config, cells, results)
 
     pending = [cell for cell in cells if cell.name not in results]
-    run_cells(config, pending, reporter, command=command, on_result=finished)
+    try:
+        run_cells(config, pending, reporter, command=command, on_result=finished)
+    except (ValueError, OSError):
+        if fresh and not results:  # bad input (a corpus path, a tokenizer): the corrected command needs no --resume
+            (output / STUDY_FILE).unlink(missing_ok=True)
+        raise
     return _write_study(output, config, cells, results)
 
 

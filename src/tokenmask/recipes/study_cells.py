@@ -8,10 +8,12 @@ any other is continued by a resumed study (each run with the loop's own ``resume
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -199,26 +201,31 @@ def _run_in_processes(
 
 
 def _cell_process(config: StudyConfig, cell: Cell, command: str | None, threads: int, sender: Any) -> None:
-    """A cell's process: dies with the study (Linux), trains on ``threads`` threads, sends its outcome."""
-    _die_with_parent()
+    """A cell's process: stops with the study, trains on ``threads`` threads, sends its outcome."""
+    _stop_with_parent()
     import torch
 
     from tokenmask.train.interrupt import Interrupted
 
     torch.set_num_threads(threads)
     try:
-        sender.send(("done", run_cell(config, cell, command=command)))
+        outcome: tuple[str, Any] = ("done", run_cell(config, cell, command=command))
     except (ValueError, OSError, Interrupted) as error:
-        sender.send(("error", str(error)))
+        outcome = ("error", str(error))
+    with contextlib.suppress(OSError):  # the study may be gone
+        sender.send(outcome)
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to send this process SIGTERM when the study's process dies (even by SIGKILL), so
-    no orphan trains on; the cell's loop then saves a checkpoint and stops. Elsewhere: nothing."""
-    try:
-        import ctypes
+def _stop_with_parent(poll_seconds: float = 1.0) -> None:
+    """Send this process SIGTERM once, when the study's process is gone (even killed by SIGKILL),
+    so no orphan trains on: the cell's loop then saves a checkpoint and stops (``--resume``
+    continues it). A watching thread, not Linux's PR_SET_PDEATHSIG, which fires once per thread
+    of a multi-threaded parent, and the loop takes a second signal as "stop now, unsaved"."""
+    parent = os.getppid()
 
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stop-with-study", daemon=True).start()
