@@ -200,11 +200,13 @@ def cmd_study(args: argparse.Namespace) -> int:
         strategies=_names(args.strategies), rates=tuple(_rates(args.rates)), corruptions=_names(args.corruption),
         rate_ends=_rate_ends(args.rate_ends), seeds=args.seeds,
     )  # fmt: skip
-    finetune = None
-    if args.finetune:
-        finetune = FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=args.finetune_max_steps, lr=args.finetune_lr,
-                                               eval_every=args.finetune_max_steps))  # fmt: skip
-    config = study_config(requested_settings(PretrainConfig, args), grid, finetune=finetune, jobs=args.jobs)
+    config = study_config(requested_settings(PretrainConfig, args), grid, jobs=args.jobs)
+    if args.finetune:  # the built-in data, on the device and at the precision of the pre-training
+        loop = replace(
+            FINETUNE_LOOP, max_steps=args.finetune_max_steps, lr=args.finetune_lr, eval_every=args.finetune_max_steps,
+            cpu=config.base.loop.cpu, precision=config.base.loop.precision,
+        )  # fmt: skip
+        config = replace(config, finetune=FinetuneConfig(loop=loop, max_length=config.base.blocks.max_length))
     with ProgressReporter() as reporter:
         study = run_study(config, reporter, command=args.command_line)
     print(study_table(study))
