@@ -58,6 +58,12 @@ _EXPORTS = {
     "compare_augment": "tokenmask.recipes.compare",
     "ComparePlan": "tokenmask.recipes.compare",
     "write_compare_report": "tokenmask.recipes.compare_report",
+    "StudyConfig": "tokenmask.recipes.study",
+    "study_config": "tokenmask.recipes.study",
+    "run_study": "tokenmask.recipes.study",
+    "StudyGrid": "tokenmask.recipes.study_grid",
+    "DEFAULT_GRID": "tokenmask.recipes.study_grid",
+    "write_study_report": "tokenmask.recipes.study_report",
     "DivergenceWatch": "tokenmask.recipes.watch",
 }
 

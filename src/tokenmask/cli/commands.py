@@ -206,6 +206,47 @@ def cmd_compare_augment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(value: str) -> tuple[str, ...]:
+    """``"token, span" -> ("token", "span")``."""
+    return tuple(part.strip() for part in str(value).split(",") if part.strip())
+
+
+def _rate_ends(value: str) -> tuple[float | None, ...]:
+    """``"none,0.15" -> (None, 0.15)``; raises ValueError for anything else."""
+    try:
+        return tuple(None if part.lower() == "none" else float(part) for part in _names(value))
+    except ValueError:
+        raise ValueError(f"--rate-ends: expected 'none' or numbers, comma-separated, e.g. none,0.15; got {value!r}") from None
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from tokenmask.cli.render import ProgressReporter
+    from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig, PretrainConfig
+    from tokenmask.recipes.study import run_study, study_config
+    from tokenmask.recipes.study_grid import StudyGrid
+    from tokenmask.recipes.study_report import study_table, write_study_report
+
+    grid = StudyGrid(
+        strategies=_names(args.strategies), rates=tuple(_rates(args.rates)), corruptions=_names(args.corruption),
+        rate_ends=_rate_ends(args.rate_ends), seeds=args.seeds,
+    )  # fmt: skip
+    config = study_config(requested_settings(PretrainConfig, args), grid, jobs=args.jobs)
+    if args.finetune:  # the built-in data, on the device and at the precision of the pre-training
+        loop = replace(
+            FINETUNE_LOOP, max_steps=args.finetune_max_steps, lr=args.finetune_lr, eval_every=args.finetune_max_steps,
+            cpu=config.base.loop.cpu, precision=config.base.loop.precision,
+        )  # fmt: skip
+        config = replace(config, finetune=FinetuneConfig(loop=loop, max_length=config.base.blocks.max_length))
+    with ProgressReporter() as reporter:
+        study = run_study(config, reporter, command=args.command_line)
+    print(study_table(study))
+    report = write_study_report(config.output)
+    print(f"cells in {config.output}/cells; results in {config.output}/study.json; report in {report}")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from tokenmask.blocks.config import BlocksConfig
     from tokenmask.blocks.load import load_blocks, load_phrases

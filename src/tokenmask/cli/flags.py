@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +31,17 @@ def add_settings(
     title: str,
     defaults: Any = None,
     only: frozenset[str] | None = None,
+    exclude: Collection[str] = (),
 ) -> None:
     """One flag per setting of ``config_type`` (positional settings as positional arguments).
 
     ``defaults``: an instance whose values are shown as the defaults (else the fields' own).
     ``only``: the keys of the settings to offer, where a command takes some of a config's.
+    ``exclude``: keys of settings the command sets itself (``study`` sets ``strategy`` per cell).
     """
     groups: dict[tuple[str, ...], Any] = {}
     for leaf in leaves(config_type, defaults):
-        if only is not None and leaf.key not in only:
+        if (only is not None and leaf.key not in only) or leaf.key in exclude:
             continue
         section = leaf.path[:-1]  # a nested config's settings are grouped under its field's help
         if section not in groups:

@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     verbs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_mask, _stats, _pmi, _pretrain, _evaluate, _fill, _embed, _search, _finetune, _compare, _tokenizer):
+    for add in (_mask, _stats, _pmi, _pretrain, _evaluate, _fill, _embed, _search, _finetune, _compare, _study, _tokenizer):
         add(verbs)
     return parser
 
@@ -276,6 +276,57 @@ def _compare(verbs) -> None:
     )  # fmt: skip
     _config_file(compare)
     add_settings(compare, FinetuneConfig, title="fine-tuning")
+
+
+def _study(verbs) -> None:
+    from tokenmask.recipes.config import PretrainConfig
+    from tokenmask.recipes.study_grid import DEFAULT_CELL_TOKENS, DEFAULT_GRID, GRID_KEYS
+    from tokenmask.train.config import LoopConfig
+
+    grid = DEFAULT_GRID
+    study = _command(
+        verbs, "study", commands.cmd_study,
+        help="which masking pays: pre-train a grid of strategies x rates x corruptions, scored on the same masks",
+        description="Pre-train one run per cell of the grid (strategies x rates x corruptions [x rate schedules] "
+        "x seeds), each in OUTPUT/cells/NAME with the same settings, budget and seeds, and score every cell on "
+        "the same fixed token-level 80/10/10 masks (its own-masking score beside). With --finetune, also "
+        "fine-tune each cell's model, and the same model untrained, on the built-in Rotten Tomatoes snippets. "
+        "Writes OUTPUT/study.json, OUTPUT/report.html and plots; --resume continues a stopped study without "
+        f"redoing finished cells. Without a limit, each cell stops at {DEFAULT_CELL_TOKENS:,} training tokens.",
+    )  # fmt: skip
+    study.add_argument("--strategies", default=",".join(grid.strategies),
+                       help=f"comma-separated masking strategies (default: {','.join(grid.strategies)})")  # fmt: skip
+    study.add_argument("--rates", default=",".join(f"{r:g}" for r in grid.rates),
+                       help=f"comma-separated masking rates (default: {','.join(f'{r:g}' for r in grid.rates)})")  # fmt: skip
+    study.add_argument("--corruption", default=",".join(grid.corruptions),
+                       help="comma-separated: bert (80/10/10), mask-only (every target [MASK]) (default: bert)")  # fmt: skip
+    study.add_argument("--rate-ends", default="none",
+                       help="comma-separated rate-schedule ends: none = constant rate, a number = linearly from the cell's "
+                       "rate to it (default: none)")  # fmt: skip
+    study.add_argument("--seeds", type=int, default=grid.seeds, help="runs per cell, seeds --seed, --seed + 1, … (default: 1)")
+    study.add_argument("--jobs", type=int, default=1, help="cells trained at once, each in its own process (default: 1)")
+    study.add_argument("--finetune", action="store_true",
+                       help="also fine-tune each cell's model and an untrained baseline on the built-in classification data")  # fmt: skip
+    study.add_argument(
+        "--finetune-max-steps", type=int, default=300, help="with --finetune: steps of each fine-tuning (default: 300)"
+    )
+    study.add_argument("--finetune-lr", type=float, default=1e-4, help="with --finetune: its learning rate (default: 0.0001)")
+    budget = PretrainConfig(loop=LoopConfig(max_tokens=DEFAULT_CELL_TOKENS))  # the defaults a study shows
+    add_settings(study, PretrainConfig, title="pre-training (every cell)", defaults=budget, exclude=(*GRID_KEYS, "overwrite"))
+    _reword(study, {
+        "output": "the study's folder: OUTPUT/study.json, OUTPUT/report.html, each cell's runs in OUTPUT/cells/NAME; required",
+        "resume": "continue the study in OUTPUT: finished cells are kept as they are, an interrupted one continues "
+                  "from its newest checkpoint, the others start",
+        "seed": "the first seed: each cell runs with seeds SEED .. SEED + --seeds - 1 (default: 0)",
+        "max_time": "stop each cell after this many minutes, counted across resumes",
+    })  # fmt: skip
+
+
+def _reword(command: argparse.ArgumentParser, helps: dict[str, str]) -> None:
+    """Give generated flags the meaning they have in this command (a study's ``--output`` is the study's folder)."""
+    for action in command._actions:
+        if action.dest in helps:
+            action.help = helps[action.dest].replace("%", "%%")
 
 
 def _tokenizer(verbs) -> None:

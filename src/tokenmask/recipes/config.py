@@ -20,6 +20,13 @@ from tokenmask.text.config import ReadingConfig
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.models import PRESETS
 
+EvalMasking = Literal["own", "common"]
+
+COMMON_EVAL_MASKING = MaskingConfig()
+"""The masking of ``eval_masking="common"`` (at the run's ``eval_mlm_probability``): token-level,
+Bernoulli selection, 80/10/10 decided per token, the seed-0 evaluation masks. Runs that trained
+with different strategies, corruptions or seeds are scored on exactly the same targets."""
+
 
 @dataclass(frozen=True)
 class PretrainConfig:
@@ -59,6 +66,12 @@ class PretrainConfig:
     )
     eval_mlm_probability: float = setting(
         0.15, help="masking rate of the fixed evaluation masks (the same for every recipe, so runs compare)", gt=0.0, le=1.0
+    )
+    eval_masking: EvalMasking = setting(
+        "own",
+        help="masks of the fixed evaluation: 'own' = this run's masking at --eval-mlm-probability; 'common' = "
+        "token-level 80/10/10 at that rate with the seed-0 masks, the same for every run on the data whatever its "
+        "strategy, corruption or seed (what tokenmask study scores), the own-masking score logged beside as eval_own_*",
     )
     num_workers: int = setting(
         0, help="DataLoader worker processes that collate and mask batches (0 = in the training process)", ge=0

@@ -9,6 +9,7 @@ the rest.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from tokenmask.blocks.load import load_blocks, load_phrases
 from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
-from tokenmask.recipes.config import PretrainConfig
+from tokenmask.masking.config import MaskingConfig
+from tokenmask.recipes.config import COMMON_EVAL_MASKING, PretrainConfig
 from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline, warmup_length
 from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
@@ -85,6 +87,31 @@ def describe(config: PretrainConfig) -> str:
     )
 
 
+@dataclass(frozen=True)
+class EvalMasks:
+    """The masking and seed of a run's fixed evaluation masks (epoch 0 of ``seed``)."""
+
+    masking: MaskingConfig
+    seed: int
+
+
+def evaluation_maskings(config: PretrainConfig) -> tuple[EvalMasks, EvalMasks | None]:
+    """The masks a run is scored on, and those of the own-masking score logged beside (or None).
+
+    ``eval_masking="own"``: the run's masking at ``eval_mlm_probability``, seed
+    ``seed + EVAL_SEED_OFFSET``, nothing beside (the default run's meaning). ``"common"``:
+    :data:`~tokenmask.recipes.config.COMMON_EVAL_MASKING` at that rate with the seed-0 masks
+    (``EVAL_SEED_OFFSET``), whatever the run's seed, so every run on the same data is scored on
+    the same targets; beside it the own masks, unless they use the common masking anyway. E.g.
+    ``span`` at 30%, seed 2, common at 15% -> (token 15% seed 1000003, span 15% seed 1000005).
+    """
+    own = EvalMasks(config.masking.at_rate(config.eval_mlm_probability), config.loop.seed + EVAL_SEED_OFFSET)
+    if config.eval_masking == "own":
+        return own, None
+    common = EvalMasks(COMMON_EVAL_MASKING.at_rate(config.eval_mlm_probability), EVAL_SEED_OFFSET)
+    return common, (own if own.masking != common.masking else None)
+
+
 def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter, command: str | None) -> Job:
     loop = config.loop
     tokenizer = paired_tokenizer(config.init, config.tokenizer)
@@ -105,8 +132,9 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
     for line in (blocks.describe(), *notes):
         reporter.message(line)
     collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed)
-    eval_masking = config.masking.at_rate(config.eval_mlm_probability)
-    eval_collator = MaskingCollator.from_config(tokenizer, eval_masking, seed=loop.seed + EVAL_SEED_OFFSET)
+    scored, beside = evaluation_maskings(config)
+    eval_collator = MaskingCollator.from_config(tokenizer, scored.masking, seed=scored.seed)
+    own_collator = MaskingCollator.from_config(tokenizer, beside.masking, seed=beside.seed) if beside else None
     evaluation_blocks = (blocks.validation or blocks.train)[: config.eval_blocks]
     check_blocks(blocks, evaluation_blocks, eval_collator.vocab.protected, batch_size=loop.batch_size, processes=shard.world)
 
@@ -121,6 +149,9 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
     def evaluate(model: torch.nn.Module) -> dict[str, Any]:
         device = next(model.parameters()).device
         metrics = evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=loop.batch_size, device=device).as_dict()
+        if own_collator is not None:
+            own = evaluate_mlm(model, evaluation_blocks, own_collator, batch_size=loop.batch_size, device=device)
+            metrics.update({f"own_{name}": value for name, value in own.as_dict().items()})
         warning = guard.observe(steps_done[0], accuracy=metrics["accuracy"], loss=metrics["loss"])
         if warning is not None:
             reporter.message(warning)

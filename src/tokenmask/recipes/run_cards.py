@@ -38,13 +38,16 @@ def pretrain_card(
             metrics={k[len("eval_") :]: v for k, v in final.items() if k.startswith("eval_")},
             evaluation=(
                 f"At step {final['step']:,}, on {len(evaluated):,} {side} blocks at fixed masks "
-                f"({config.eval_mlm_probability:.0%} of tokens selected, the same masks at every evaluation)"
+                f"({config.eval_mlm_probability:.0%} of tokens selected{_COMMON * (config.eval_masking == 'common')}, "
+                "the same masks at every evaluation)"
             ),
             path=str(Path(config.loop.output) / "model"), base_model=config.init,
         )  # fmt: skip
 
     return card
 
+
+_COMMON = ", token-level 80/10/10 as for every run on this data (own-masking scores: own_*)"
 
 _HEADS = {"classify": "classification", "tokens": "token-tagging"}
 

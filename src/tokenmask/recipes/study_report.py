@@ -1,0 +1,258 @@
+"""What a study found, from its ``study.json`` alone: the terminal table, two plots, ``report.html``.
+
+Nothing here trains or loads a model, so a report can be rebuilt (or tested) from the JSON:
+:func:`write_study_report` ``(OUTPUT)`` reads ``OUTPUT/study.json`` and writes
+``OUTPUT/curves.png`` (fixed-mask accuracy against training tokens, one line per cell),
+``OUTPUT/final.png`` (the final scores by strategy and rate, mean and spread over seeds) and
+the self-contained ``OUTPUT/report.html`` (:mod:`tokenmask.recipes.report`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenmask.recipes.report import REPORT_FILE, Figure, Heading, Paragraph, Part, Table, write_report
+from tokenmask.recipes.study import STUDY_FILE
+
+CURVES_PLOT = "curves.png"
+FINAL_PLOT = "final.png"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Values over seeds: their mean and sample standard deviation (0 for one value).
+
+    ``Spread.of([0.10, 0.14])  ->  mean 0.12, std 0.0283``; ``Spread.of([])  ->  None``.
+    """
+
+    values: tuple[float, ...]
+    mean: float
+    std: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread | None:
+        if not values:
+            return None
+        values = tuple(float(v) for v in values)
+        return cls(values, statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
+
+    def __str__(self) -> str:
+        return f"{self.mean:.4f} ± {self.std:.4f}" if len(self.values) > 1 else f"{self.mean:.4f}"
+
+
+@dataclass(frozen=True)
+class PointSummary:
+    """One grid point over its finished seeds: the common fixed-mask accuracy and loss, the
+    accuracy on its own masks, and the fine-tuned accuracy (None where not measured)."""
+
+    point: str
+    cells: tuple[Mapping[str, Any], ...]
+    accuracy: Spread | None
+    loss: Spread | None
+    own_accuracy: Spread | None
+    finetune: Spread | None
+
+
+def summarize(study: Mapping[str, Any]) -> list[PointSummary]:
+    """One summary per grid point, in the study's order (the baseline last); pending cells are left out."""
+    points: dict[str, list[Mapping[str, Any]]] = {}
+    for cell in study["cells"]:
+        points.setdefault(cell["point"], [])
+        if cell.get("status") != "pending":
+            points[cell["point"]].append(cell)
+
+    def spread(cells: Sequence[Mapping[str, Any]], *path: str) -> Spread | None:
+        values = []
+        for cell in cells:
+            value: Any = cell
+            for key in path:
+                value = value.get(key) if isinstance(value, Mapping) else None
+            if value is not None:
+                values.append(value)
+        return Spread.of(values)
+
+    return [
+        PointSummary(
+            point=point,
+            cells=tuple(cells),
+            accuracy=spread(cells, "common", "accuracy"),
+            loss=spread(cells, "common", "loss"),
+            own_accuracy=spread(cells, "own", "accuracy"),
+            finetune=spread(cells, "finetune", "accuracy"),
+        )
+        for point, cells in points.items()
+    ]
+
+
+def summary_rows(study: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The columns and rows of the summary table (mean ± std over seeds; ``-`` where not measured)."""
+    tuned = study["plan"].get("finetune") is not None
+    columns = ["cell (strategy-rate-corruption)", "seeds", "fixed-mask accuracy", "fixed-mask loss", "own-mask accuracy"]
+    columns += ["fine-tuned accuracy"] * tuned
+    rows = []
+    for s in summarize(study):
+        row = [s.point, str(len(s.cells)), *(str(x) if x else "-" for x in (s.accuracy, s.loss, s.own_accuracy))]
+        rows.append(row + [str(s.finetune) if s.finetune else "-"] * tuned)
+    return columns, rows
+
+
+def study_table(study: Mapping[str, Any]) -> str:
+    """The summary as aligned text for the terminal, with a line saying how many cells finished."""
+    columns, rows = summary_rows(study)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    lines = ["  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in [columns, *rows]]
+    finished = sum(cell.get("status") != "pending" for cell in study["cells"])
+    lines.append(f"{finished} of {len(study['cells'])} cells finished")
+    return "\n".join(lines)
+
+
+def cell_rows(study: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Every cell: its seed, steps, tokens, minutes and final scores."""
+    columns = [
+        "cell",
+        "steps",
+        "tokens",
+        "minutes",
+        "fixed-mask loss",
+        "fixed-mask accuracy",
+        "own-mask accuracy",
+        "fine-tuned accuracy",
+    ]
+    rows = []
+    for cell in study["cells"]:
+        if cell.get("status") == "pending":
+            rows.append([cell["name"], *["pending"] * (len(columns) - 1)])
+            continue
+        common, own, tuned = cell.get("common") or {}, cell.get("own") or {}, cell.get("finetune") or {}
+        rows.append([
+            cell["name"], f"{cell['steps']:,}" if "steps" in cell else "-", f"{cell['tokens']:,}" if "tokens" in cell else "-",
+            f"{cell['minutes']:.1f}", *(f"{d[k]:.4f}" if k in d else "-" for d, k in
+                                         ((common, "loss"), (common, "accuracy"), (own, "accuracy"), (tuned, "accuracy"))),
+        ])  # fmt: skip
+    return columns, rows
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
+    """Fixed-mask accuracy against training tokens: one line per finished cell, a colour per strategy."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(8, 5))
+    strategies = list(dict.fromkeys(c["strategy"] for c in study["cells"] if c.get("strategy")))
+    rates = list(dict.fromkeys(c["rate"] for c in study["cells"] if c.get("rate") is not None))
+    styles = ["-", "--", ":", "-."]
+    for cell in study["cells"]:
+        if not cell.get("curve"):
+            continue
+        tokens = [p["tokens"] for p in cell["curve"]]
+        accuracy = [p["accuracy"] for p in cell["curve"]]
+        colour = f"C{strategies.index(cell['strategy']) % 10}"
+        style = styles[rates.index(cell["rate"]) % len(styles)]
+        axes.plot(tokens, accuracy, style, color=colour, marker="o", markersize=3, label=cell["name"])
+    axes.set(xlabel="training tokens", ylabel="fixed-mask accuracy (token-level 80/10/10)")
+    axes.set_title("learning curves, every cell on the same masks")
+    axes.grid(alpha=0.3)
+    if axes.lines:
+        axes.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return Path(path)
+
+
+def plot_final(study: Mapping[str, Any], path: Path) -> Path:
+    """The final scores by strategy (x) and rate schedule and corruption (one series each): each
+    seed a dot, the mean ± std a bar; beside it the fine-tuned accuracy, the baseline a line."""
+    plt = _pyplot()
+    summaries = [s for s in summarize(study) if s.point != "baseline"]
+    tuned = study["plan"].get("finetune") is not None
+    figure, panels = plt.subplots(1, 1 + tuned, figsize=(7 + 5 * tuned, 4.5), squeeze=False)
+    strategies = list(dict.fromkeys(c["strategy"] for c in study["cells"] if c.get("strategy")))
+    series = list(dict.fromkeys(s.point.split("-", 1)[1] for s in summaries))
+    width = 0.8 / max(1, len(series))
+    for axes, attribute, label in zip(panels[0], ("accuracy", "finetune"), ("fixed-mask accuracy", "fine-tuned accuracy")):
+        labelled: set[str] = set()
+        for s in summaries:
+            strategy, name = s.point.split("-", 1)
+            spread = getattr(s, attribute)
+            if spread is None:
+                continue
+            number = series.index(name)
+            x = strategies.index(strategy) + (number - (len(series) - 1) / 2) * width
+            axes.bar(x, spread.mean, width * 0.9, yerr=spread.std, capsize=3, color=f"C{number % 10}", alpha=0.7,
+                     label=None if name in labelled else name)  # fmt: skip
+            labelled.add(name)
+            axes.scatter([x] * len(spread.values), spread.values, color="black", s=10, zorder=3)
+        baseline = next((s.finetune for s in summarize(study) if s.point == "baseline"), None)
+        if attribute == "finetune" and baseline is not None:
+            axes.axhline(baseline.mean, color="gray", linestyle="--", label="untrained baseline")
+        axes.set_xticks(range(len(strategies)), strategies)
+        axes.set(ylabel=label, title=f"final {label} (mean ± std over seeds)")
+        axes.grid(alpha=0.3, axis="y")
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return Path(path)
+
+
+def study_parts(study: Mapping[str, Any], folder: Path) -> list[Part]:
+    """The report's headings, tables and figures (the plots are written into ``folder``)."""
+    plan, evaluation = study["plan"], study["evaluation"]
+    grid = plan["grid"]
+    settings = plan["settings"]
+    budget = ", ".join(f"{k} {settings[k]}" for k in ("max_steps", "max_tokens", "max_time") if settings.get(k) is not None)
+    finished = sum(cell.get("status") != "pending" for cell in study["cells"])
+    summary_columns, summary = summary_rows(study)
+    columns, rows = cell_rows(study)
+    parts: list[Part] = [
+        Paragraph(
+            f"Strategies {', '.join(grid['strategies'])} x rates {', '.join(f'{r:g}' for r in grid['rates'])} x corruption "
+            f"{', '.join(grid['corruptions'])}"
+            + (f" x rate ends {grid['rate_ends']}" if grid["rate_ends"] != [None] else "")
+            + f", {grid['seeds']} seed(s) each; every cell {settings.get('preset')}, budget {budget}. Every cell is scored on "
+            f"the same fixed masks: {evaluation['masking']} at {evaluation['mlm_probability']:g} on "
+            f"{evaluation['blocks']} validation blocks, whatever it trained with; its own-masking score is beside it."
+        ),
+    ]
+    if not study.get("complete"):
+        parts.append(Paragraph(f"Incomplete: {finished} of {len(study['cells'])} cells finished.", note=True))
+    parts += [
+        Heading("Summary"),
+        Table(summary_columns, summary, caption="final scores, mean ± std over seeds"),
+        Figure(plot_final(study, folder / FINAL_PLOT), caption="final scores by strategy; dots are seeds"),
+        Figure(plot_curves(study, folder / CURVES_PLOT), caption="fixed-mask accuracy against training tokens"),
+        Heading("Cells"),
+        Table(columns, rows),
+        Heading("Settings"),
+        Paragraph(", ".join(f"{k}: {v}" for k, v in settings.items()), note=True),
+    ]
+    if plan.get("finetune"):
+        parts.append(Paragraph("fine-tuning: " + ", ".join(f"{k}: {v}" for k, v in plan["finetune"].items()), note=True))
+    return parts
+
+
+def write_study_report(folder: str | Path) -> Path:
+    """Write ``folder/report.html`` (and its two plots) from ``folder/study.json``; returns the page's path.
+
+    Raises:
+        FileNotFoundError: no ``study.json`` in ``folder``.
+        ValueError: a file that is not a study's.
+    """
+    folder = Path(folder)
+    study = json.loads((folder / STUDY_FILE).read_text(encoding="utf-8"))
+    if not isinstance(study, Mapping) or "cells" not in study or "plan" not in study:
+        raise ValueError(f"{folder / STUDY_FILE} is not a study file")
+    return write_report(folder / REPORT_FILE, "Which masking pays: a pre-training study", study_parts(study, folder))

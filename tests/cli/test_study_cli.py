@@ -1,0 +1,178 @@
+"""``tokenmask study`` end to end on a tiny model: killed (SIGKILL) mid-study and resumed; bad input; fine-tuning."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import tokenmask
+from tokenmask.cli.main import main
+from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig, PretrainConfig
+from tokenmask.recipes.study import StudyConfig, run_study, study_config
+from tokenmask.recipes.study_grid import StudyGrid
+from tokenmask.text.tokenizer import train_tokenizer
+from tokenmask.train.config import LoopConfig
+
+STEPS = 24
+
+
+@pytest.fixture
+def one_thread():
+    """Train in this process on one thread: two threads beside other work on 2 cores are several times slower."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def corpus_and_tokenizer(tmp_path_factory, lines):
+    """300 lines of Shakespeare in 50 paragraphs and a 400-token WordPiece vocabulary (small, fast cells)."""
+    folder = tmp_path_factory.mktemp("study-data")
+    corpus = folder / "plays.txt"
+    corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 300, 6)), encoding="utf-8")
+    tokenizer = folder / "tokenizer"
+    train_tokenizer(lines[:2000], kind="wordpiece", vocab_size=400).save_pretrained(tokenizer)
+    return corpus, tokenizer
+
+
+def study_argv(corpus: Path, tokenizer: Path, output: Path, *extra: str) -> list[str]:
+    return [
+        "study", str(corpus), "--output", str(output), "--tokenizer", str(tokenizer), "--preset", "bert-tiny",
+        "--strategies", "token,whole_word", "--rates", "0.15,0.3", "--max-steps", str(STEPS), "--save-every", "4",
+        "--eval-every", "8", "--batch-size", "4", "--max-length", "32", "--cpu", "--seed", "3", *extra,
+    ]  # fmt: skip
+
+
+def environment() -> dict[str, str]:
+    """This checkout's tokenmask, one thread (the test's process trains beside it), unbuffered."""
+    source = str(Path(tokenmask.__file__).resolve().parents[1])
+    existing = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": source + (os.pathsep + existing if existing else ""), "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}  # fmt: skip
+
+
+def logged_steps(run: Path) -> int:
+    path = run / "metrics.jsonl"
+    return path.read_text(encoding="utf-8").count('"loss"') if path.exists() else 0
+
+
+def fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
+    """Every file under ``folder``: its modification time (ns) and content hash."""
+    return {
+        str(p.relative_to(folder)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(folder.rglob("*")) if p.is_file()
+    }  # fmt: skip
+
+
+def test_a_study_killed_mid_cell_resumes_without_redoing_finished_cells(corpus_and_tokenizer, tmp_path, capsys, one_thread):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    cells = output / "cells"
+    first, second = cells / "token-0.15-bert-seed3", cells / "token-0.3-bert-seed3"
+    argv = [sys.executable, "-m", "tokenmask", *study_argv(corpus, tokenizer, output)]
+    with (tmp_path / "killed.log").open("w") as log:
+        process = subprocess.Popen(argv, env=environment(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while logged_steps(second / "pretrain") < 9 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert process.poll() is None, (tmp_path / "killed.log").read_text()
+        process.kill()  # SIGKILL: no handler, no clean-up
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert (first / "result.json").exists() and not (second / "result.json").exists()
+    saved = json.loads((output / "study.json").read_text())
+    assert not saved["complete"] and [c.get("status") for c in saved["cells"]][1:] == ["pending"] * 3
+    before = fingerprint(first)
+
+    assert main([*study_argv(corpus, tokenizer, output), "--resume"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "study: 4 cells: 2 strategies x 2 rates x 1 corruption x 1 seed" in printed and "1 finished before, kept" in printed
+    assert "cell 1/4" not in printed and "cell 2/4 token-0.3-bert-seed3: started" in printed
+    assert "resuming from " in printed and printed.count("resuming from ") == 1  # the interrupted cell continues
+    assert fingerprint(first) == before  # the finished cell is untouched
+    study = json.loads((output / "study.json").read_text())
+    assert study["complete"] and [c["name"] for c in study["cells"]] == [
+        "token-0.15-bert-seed3", "token-0.3-bert-seed3", "whole_word-0.15-bert-seed3", "whole_word-0.3-bert-seed3"
+    ]  # fmt: skip
+    assert study["cells"][0] == json.loads((first / "result.json").read_text())
+    for cell in study["cells"]:
+        assert cell["steps"] == STEPS and [p["step"] for p in cell["curve"]] == [0, 8, 16, 24]
+        assert (cell["own"] is None) == cell["name"].startswith("token")  # whole_word is also scored on its own masks
+    records = [json.loads(line) for line in (second / "pretrain" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, STEPS + 1))  # each step once
+    # every cell on the same common masks: the same number of targets
+    assert len({cell["common"]["targets"] for cell in study["cells"]}) == 1
+    page = (output / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 2 and "whole_word-0.3-bert-seed3" in page
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--strategies", "token,nonsense"], "strategies must be one of token, whole_word, span, ngram"),
+        (["--rates", "0.15,1.5"], r"rates must be in (0, 1]; got 1.5"),
+        (["--rates", "0"], r"rates must be in (0, 1]; got 0.0"),
+        (["--strategies", ","], "the grid is empty: give at least one value for strategies"),
+        (["--corruption", "bert,none"], "corruption must be one of bert, mask-only; got 'none'"),
+        (["--rate-ends", "soon"], "--rate-ends: expected 'none' or numbers"),
+        (["--jobs", "0"], "jobs must be >= 1; got 0"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, extra, message):
+    output = tmp_path / "study"
+    assert main(["study", "--output", str(output), "--max-steps", "1", *extra]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tokenmask study: error: ") and message in error and error.count("\n") == 1
+    assert not output.exists()
+
+
+def test_a_new_study_refused_by_its_first_cell_leaves_no_study_behind(tmp_path, capsys):
+    output = tmp_path / "study"
+    argv = ["study", str(tmp_path / "missing.txt"), "--output", str(output), "--max-steps", "1", "--strategies", "token"]
+    assert main(argv) == 2
+    assert "missing.txt" in capsys.readouterr().err
+    assert not (output / "study.json").exists() and not list(output.rglob("config.yaml"))
+
+
+def test_resume_on_a_study_of_another_grid_is_refused(tmp_path, capsys):
+    output = tmp_path / "study"
+    output.mkdir()
+    plan = study_config({"output": str(output), "max_steps": 1}, StudyGrid(("token",), (0.15, 0.3))).plan()
+    (output / "study.json").write_text(json.dumps({"plan": plan, "cells": []}))
+    assert main(["study", "--output", str(output), "--max-steps", "1", "--strategies", "span", "--resume"]) == 2
+    error = capsys.readouterr().err
+    assert "--resume: " in error and "holds a study of another plan (grid (strategies)): rerun with its settings" in error
+    assert [p.name for p in output.iterdir()] == ["study.json"]
+    assert main(["study", "--output", str(output), "--max-steps", "1", "--strategies", "span"]) == 2
+    assert "already holds a study: pass --resume" in capsys.readouterr().err
+
+
+def test_fine_tuning_scores_each_cell_beside_the_untrained_baseline(reviews_csv, corpus_and_tokenizer, tmp_path, one_thread):
+    corpus, tokenizer = corpus_and_tokenizer
+    base = PretrainConfig(
+        loop=LoopConfig(output=str(tmp_path / "study"), max_steps=2, eval_every=2, batch_size=4, cpu=True),
+        corpus=(str(corpus),), tokenizer=str(tokenizer), preset="bert-tiny",
+    )  # fmt: skip
+    finetune = FinetuneConfig(data=(str(reviews_csv),), group_by="movie", max_length=32,
+                              loop=LoopConfig(**{**vars(FINETUNE_LOOP), "max_steps": 2, "eval_every": 2, "batch_size": 16, "cpu": True}))  # fmt: skip
+    study = run_study(StudyConfig(base=base, grid=StudyGrid(("span",), (0.3,)), finetune=finetune))
+    assert [c["name"] for c in study["cells"]] == ["span-0.3-bert-seed0", "baseline-seed0"] and study["complete"]
+    for cell in study["cells"]:
+        assert cell["finetune"]["steps"] == 2 and 0.0 <= cell["finetune"]["accuracy"] <= 1.0
+    baseline = tmp_path / "study" / "cells" / "baseline-seed0"
+    assert (baseline / "untrained" / "model.safetensors").exists() and "common" not in study["cells"][1]
+    assert json.loads((baseline / "finetune" / "results.json").read_text())["config"]["model"] == str(baseline / "untrained")
