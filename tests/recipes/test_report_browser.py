@@ -8,8 +8,12 @@ import os
 import shutil
 
 import pytest
+from test_compare import fake_comparison  # the suite imports test modules by basename (unique names)
+from test_study import study_json  # noqa: F401 (a fixture)
 
+from tokenmask.recipes.compare_report import write_compare_report
 from tokenmask.recipes.report import Figure, Heading, Paragraph, Table, write_report
+from tokenmask.recipes.study_report import write_study_report
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
@@ -69,6 +73,21 @@ def test_a_report_renders_with_its_tables_and_images(browser, tmp_path):
     assert page["images"] == [True, True]  # both embedded PNGs decoded, nothing fetched
     assert page["errors"] == []
     browser.save_screenshot(str(tmp_path / "report.png"))
+
+
+def test_the_study_report_renders(browser, study_json):  # noqa: F811
+    page = loaded_page(browser, write_study_report(study_json))
+    assert page["tables"] == 2 and "token-0.15-bert" in page["cells"] and "0.1200 ± 0.0283" in page["cells"]
+    assert len(page["images"]) == 2 and all(page["images"])  # the curves and the final metric by strategy and rate
+    assert page["errors"] == []
+
+
+def test_the_comparison_report_renders(browser, tmp_path):
+    write_compare_report(fake_comparison(tmp_path / "cmp"))
+    page = loaded_page(browser, tmp_path / "cmp" / "report.html")
+    assert page["tables"] >= 3 and "adaptive-0.1" in page["cells"]  # clean, corrupted and runs tables
+    assert len(page["images"]) == 2 and all(page["images"])  # metric by training-set size, clean against corrupted
+    assert page["errors"] == []
 
 
 def test_the_check_sees_a_broken_image(browser, tmp_path):
