@@ -82,18 +82,18 @@ def select_units(
     ``[T, T, F, T]``.
     """
     starts = unit_starts(units)
-    keys: np.ndarray = select_keys
-    threshold: int | np.ndarray = threshold32(selection.mlm_probability)
     if priority is not None:
         first = priority_units(units, priority)  # (B, T)
-        keys = np.where(first, 0, _AFTER_PRIORITY) + select_keys  # (B, T) int64
-        if selection.mode == "bernoulli":
-            q = fill_probability(selection.mlm_probability, np.count_nonzero(units >= 0, axis=1), np.count_nonzero(first, axis=1))
-            threshold = (_AFTER_PRIORITY + np.round(q * (1 << 32)).astype(np.int64))[:, None]  # (B, 1)
-    if selection.mode == "exact":
-        return _select_prefix(units, keys, starts, selection)
+        if selection.mode == "exact":
+            return _select_prefix(units, _priority_keys(select_keys, first), starts, selection)
+        q = fill_probability(selection.mlm_probability, np.count_nonzero(units >= 0, axis=1), np.count_nonzero(first, axis=1))
+        q_threshold = np.round(q * (1 << 32)).astype(np.int64)[:, None]  # (B, 1)
+        chosen_starts = starts & (first | (select_keys < q_threshold))
+    elif selection.mode == "exact":
+        return _select_prefix(units, select_keys, starts, selection)
+    else:
+        chosen_starts = starts & (select_keys < threshold32(selection.mlm_probability))
 
-    chosen_starts = starts & (keys < threshold)
     targets = spread_from_starts(chosen_starts, starts)
     targets &= units >= 0
     n_selected = np.count_nonzero(chosen_starts, axis=1)
@@ -103,10 +103,17 @@ def select_units(
     if selection.max_predictions is not None:
         needs_fix |= np.count_nonzero(targets, axis=1) > selection.max_predictions
     rows = np.flatnonzero(needs_fix)
-    if rows.size:
-        row_threshold = threshold[rows] if isinstance(threshold, np.ndarray) else threshold
-        targets[rows] = _select_prefix(units[rows], keys[rows], starts[rows], selection, row_threshold)
+    if rows.size and priority is not None:  # the same prefix, in the priority order
+        keys = _priority_keys(select_keys[rows], first[rows])
+        targets[rows] = _select_prefix(units[rows], keys, starts[rows], selection, _AFTER_PRIORITY + q_threshold[rows])
+    elif rows.size:
+        targets[rows] = _select_prefix(units[rows], select_keys[rows], starts[rows], selection)
     return targets
+
+
+def _priority_keys(select_keys: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """``(B, T)`` int64 keys that sort every priority unit (``first``) before every other unit."""
+    return np.where(first, 0, _AFTER_PRIORITY) + select_keys
 
 
 def priority_units(units: np.ndarray, priority: np.ndarray) -> np.ndarray:
