@@ -124,10 +124,19 @@ class MaskingAudit:
         bernoulli = self.expected.get("mode") == "bernoulli"
         other_rate = self.expected_other_units / self.other_units if bernoulli and self.other_units else None
         promised = self.promised_targets / self.eligible if bernoulli and self.eligible else None
+        names = (
+            ("term units selected (all, first)", "other units selected (at q per row)", "selected tokens (max(pE, P) per row)")
+            if bernoulli  # exact: no interval applies, the counts are fixed per row
+            else (
+                "term units selected (first, in budget)",
+                "other units selected (rest of budget)",
+                "selected tokens (round(pE) per row)",
+            )
+        )
         return [
-            Estimate("term units selected (all, first)", self.selected_term_units, self.term_units, 1.0 if bernoulli else None),
-            Estimate("other units selected (at q per row)", self.selected_other_units, self.other_units, other_rate),
-            Estimate("selected tokens (max(pE, P) per row)", self.targets, self.eligible, promised, checked=False),
+            Estimate(names[0], self.selected_term_units, self.term_units, 1.0 if bernoulli else None),
+            Estimate(names[1], self.selected_other_units, self.other_units, other_rate),
+            Estimate(names[2], self.targets, self.eligible, promised, checked=False),
             Estimate("targets in terms", self.term_targets, self.targets),
             Estimate("eligible tokens in terms", self.term_tokens or 0, self.eligible),
         ]
