@@ -40,7 +40,11 @@ def test_terms_on_mask_and_stats(capsys, tmp_path):
     data = json.loads(capsys.readouterr().out)
     rates = {row["name"]: row for row in data["rates"]}
     assert data["term_targets"] == rates["targets in terms"]["count"] > 0
-    assert rates["selected units"]["consistent"]
+    # terms first: every term unit selected, the other units at q (both checked), the token share shown
+    assert rates["term units selected (all, first)"]["rate"] == 1.0
+    assert rates["term units selected (all, first)"]["consistent"] and rates["other units selected (at q per row)"]["consistent"]
+    assert not rates["selected tokens (max(pE, P) per row)"]["checked"]
+    assert rates["targets in terms"]["rate"] > 3 * rates["eligible tokens in terms"]["rate"]
 
 
 @pytest.mark.parametrize(

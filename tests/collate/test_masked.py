@@ -6,6 +6,7 @@ import torch
 
 from tokenmask.blocks.encode import encode_texts
 from tokenmask.collate.masked import mask_examples, spans_to_mask
+from tokenmask.collate.pad import pad_flags
 from tokenmask.masking import IGNORE_INDEX, MaskingConfig, SelectionConfig, UnitConfig
 from tokenmask.text.token_tables import cached_tables, word_ids_from_decoder
 
@@ -16,6 +17,22 @@ def test_spans_to_mask_hand_worked():
     # row 0: [1, 3) and [4, 5); row 1: no span (-1 padding)
     spans = np.array([[[1, 3], [4, 5]], [[-1, -1], [-1, -1]]])
     assert spans_to_mask(spans, 6).tolist() == [[0, 1, 1, 0, 1, 0], [0, 0, 0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [[0, 1, 1], [1], []],  # lists: read as bytes
+        [[False, True, True], [True], []],  # bools are ints
+        [np.array([0, 1, 1]), torch.tensor([1]), []],  # arrays and tensors: the general path
+        [[0, 300, 1], [1], []],  # beyond a byte: the general path, non-zero is True
+    ],
+)
+def test_pad_flags_hand_worked(rows):
+    # lengths 3, 1, 0 padded to 4 with False
+    out = pad_flags(rows, np.array([3, 1, 0]), 4)
+    assert out.dtype == bool
+    assert out.tolist() == [[False, True, True, False], [True, False, False, False], [False] * 4]
 
 
 def test_word_ids_come_back_as_masking_used_them(bert_tokenizer, lines):

@@ -2,7 +2,8 @@
 
 Properties (hypothesis): phrase units (PMI n-grams, term occurrences) are masked whole or not
 at all, never split a word, never touch special tokens; labels are as for every strategy.
-Statistics: the selected share of units is the configured rate, within a stated binomial band.
+Statistics: every term unit is selected, and the other units at the configured rate (less what
+the terms took, with terms), within a stated binomial band.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tokenmask import MaskingCollator
 from tokenmask.blocks.encode import encode_texts
 from tokenmask.blocks.pack import pack_texts
 from tokenmask.masking import IGNORE_INDEX, MaskingConfig, SelectionConfig, UnitConfig
+from tokenmask.masking.select import fill_probability, priority_units
 from tokenmask.masking.units import unit_starts
 from tokenmask.text.collocations import rank_collocations
 from tokenmask.text.phrases import Phrases, text_words
@@ -106,7 +108,7 @@ def test_missing_phrase_columns_are_refused(bert_tokenizer, tmp_path_factory):
 
 
 @pytest.mark.parametrize(("strategy", "with_terms"), [("pmi", False), ("whole_word", True)])
-def test_selected_share_of_units_is_the_rate(bert_tokenizer, lines, tmp_path_factory, strategy, with_terms):
+def test_terms_first_and_the_other_units_at_the_rate(bert_tokenizer, lines, tmp_path_factory, strategy, with_terms):
     # A PMI vocabulary of the lines themselves (lower min count: more n-grams to mask).
     vocabulary, _ = rank_collocations(text_words(lines, bert_tokenizer), min_count=3, vocab_size=2000)
     phrases = Phrases(terms=TERMS if with_terms else (), ngrams=tuple(e.words for e in vocabulary))
@@ -115,18 +117,27 @@ def test_selected_share_of_units_is_the_rate(bert_tokenizer, lines, tmp_path_fac
         bert_tokenizer, strategy, with_terms, tmp_path_factory, mlm_probability=0.15, min_masks_per_sequence=0
     )
     units = selected = multiword = 0
+    terms = terms_selected = 0
+    expected, variance = 0.0, 0.0  # of the selected units that hold no term
     for start in range(0, len(blocks), 64):
         padded, masked = collator.mask(blocks[start : start + 64])
         starts = unit_starts(masked.units)
         targets = masked.outcome.numpy() != 0
-        units += int(starts.sum())
-        selected += int((starts & targets).sum())
+        first = np.zeros_like(starts) if padded.term_mask is None else priority_units(masked.units, padded.term_mask)
+        q = fill_probability(0.15, (masked.units >= 0).sum(axis=1), first.sum(axis=1))
+        others = (starts & ~first).sum(axis=1)
+        expected, variance = expected + (q * others).sum(), variance + (q * (1 - q) * others).sum()
+        units += int((starts & ~first).sum())
+        selected += int((starts & ~first & targets).sum())
+        terms += int((starts & first).sum())
+        terms_selected += int((starts & first & targets).sum())
         multiword += int((padded.merged_word_ids != padded.word_ids).sum())
     assert multiword > 1000, "too few phrases for the test to mean anything"
-    # Each unit is selected independently with p = 0.15 (its key is its own hash), so the count is
-    # Binomial(units, p): with ~45,000 units sd = sqrt(units p (1 - p)) ≈ 76; a band of 4.5 sd
-    # fails by chance about once in 150,000 runs.
-    p = 0.15
-    sd = math.sqrt(units * p * (1 - p))
+    # Every unit holding a term is selected (terms first); each other unit independently with
+    # q = p = 0.15 without terms, q_r = (p E - P_r) / (E - P_r) of its row with them (its key is its
+    # own hash), so their count is Poisson-binomial: mean Σ q n, variance Σ q (1 - q) n; with
+    # ~45,000 units sd ≈ 76; a band of 4.5 sd fails by chance about once in 150,000 runs.
+    assert terms_selected == terms and (terms > 50) == with_terms
+    sd = math.sqrt(variance)
     assert units > 30_000
-    assert abs(selected - units * p) < 4.5 * sd, (selected, units)
+    assert abs(selected - expected) < 4.5 * sd, (selected, expected, units)

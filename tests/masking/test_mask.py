@@ -22,6 +22,7 @@ from tokenmask.masking import (
     mask_tokens,
     token_units,
 )
+from tokenmask.masking.select import priority_units
 
 V, PAD, CLS, SEP, MASK = 60, 0, 1, 2, 3
 VOCAB = VocabTables.from_ids(V, mask_token_id=MASK, protected_ids=[PAD, CLS, SEP, 4], excluded_from_replacement=[5])
@@ -75,7 +76,18 @@ def pad(rows, width):
     return torch.from_numpy(ids), torch.from_numpy(words), torch.from_numpy(attention), torch.from_numpy(spans)
 
 
-def run(rows, example_ids, width, strategy, per_unit=False, **selection):
+def term_mask_of(ids, words):
+    """Terms for the tests: every word whose first token id is a multiple of 4 (about 1 in 4)."""
+    ids, words = ids.numpy(), words.numpy()
+    first = np.zeros_like(words)
+    first[:, 1:] = words[:, 1:] != words[:, :-1]
+    first[:, 0] = 1
+    first_id = np.where(first & (words >= 0), ids, 0)
+    starts = np.maximum.accumulate(np.where(first == 1, np.arange(ids.shape[1])[None, :], 0), axis=1)
+    return torch.from_numpy((words >= 0) & (np.take_along_axis(first_id, starts, axis=1) % 4 == 0))
+
+
+def run(rows, example_ids, width, strategy, per_unit=False, terms=False, **selection):
     ids, words, attention, spans = pad(rows, width)
     before = ids.clone()
     out = mask_tokens(
@@ -90,6 +102,7 @@ def run(rows, example_ids, width, strategy, per_unit=False, **selection):
         attention_mask=attention,
         word_ids=words,
         given_spans=spans,
+        term_mask=term_mask_of(ids, words) if terms else None,
     )
     assert torch.equal(ids, before), "input_ids were mutated"
     return ids, attention, out
@@ -140,15 +153,15 @@ def test_labels_targets_and_protection(strategy, batch, mode, floor, cap, per_un
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @common
-@given(batch=batches(), data=st.data())
-def test_mask_of_an_example_ignores_batch_composition_and_padding(strategy, batch, data):
+@given(batch=batches(), data=st.data(), terms=st.booleans(), mode=st.sampled_from(["bernoulli", "exact"]))
+def test_mask_of_an_example_ignores_batch_composition_and_padding(strategy, batch, data, terms, mode):
     rows, example_ids, width = batch
-    _, _, together = run(rows, example_ids, width, strategy)
+    _, _, together = run(rows, example_ids, width, strategy, terms=terms, mode=mode)
     order = data.draw(st.permutations(range(len(rows))))
-    _, _, shuffled = run([rows[i] for i in order], [example_ids[i] for i in order], width + 3, strategy)
+    _, _, shuffled = run([rows[i] for i in order], [example_ids[i] for i in order], width + 3, strategy, terms=terms, mode=mode)
     for new, old in enumerate(order):
         n = len(rows[old][0])
-        _, _, alone = run([rows[old]], [example_ids[old]], n, strategy)
+        _, _, alone = run([rows[old]], [example_ids[old]], n, strategy, terms=terms, mode=mode)
         assert torch.equal(together.input_ids[old, :n], alone.input_ids[0])
         assert torch.equal(together.labels[old, :n], alone.labels[0])
         assert torch.equal(shuffled.input_ids[new, :n], alone.input_ids[0])
@@ -173,6 +186,30 @@ def test_the_masked_batch_carries_the_units_it_selected_from(strategy, batch):
     hit = np.bincount(flat, weights=targets[out.units >= 0], minlength=len(rows) * width)
     size = np.bincount(flat, minlength=len(rows) * width)
     assert np.all((hit == 0) | (hit == size))
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "given"])
+@common
+@given(batch=batches(), mode=st.sampled_from(["bernoulli", "exact"]), floor=st.sampled_from([0, 1, 2]))
+def test_terms_are_whole_first_and_never_special(strategy, batch, mode, floor):
+    # Terms are whole words here (one word = one term), so every strategy keeps them whole. No cap:
+    # bernoulli takes every term; exact takes them all when their units fit the budget round(p E).
+    rows, example_ids, width = batch
+    ids, words, _, _ = pad(rows, width)
+    _, _, out = run(rows, example_ids, width, strategy, terms=True, mode=mode, min_masks_per_sequence=floor)
+    targets = (out.outcome != Outcome.NONE).numpy()
+    terms = term_mask_of(ids, words).numpy() & out.eligible
+    assert not (targets & ~out.eligible).any(), "a special token or padding was selected"
+    for row in range(len(rows)):
+        # a term is a word; a protected id inside a word cuts it into two units, as for every word
+        pieces = set(zip(words.numpy()[row][terms[row]], out.units[row][terms[row]]))
+        for word, unit in pieces:
+            chosen = targets[row][(words.numpy()[row] == word) & (out.units[row] == unit)]
+            assert chosen.all() or not chosen.any(), f"term word {word} split in row {row}"
+    first = priority_units(out.units, terms)  # the units holding a term, whole
+    budget = np.floor(0.3 * out.eligible.sum(axis=1) + 0.5)
+    under = (first.sum(axis=1) <= budget) if mode == "exact" else np.ones(len(rows), dtype=bool)
+    assert targets[under][first[under]].all(), "a term was left out while under the budget"
 
 
 def test_units_of_a_hand_made_batch():

@@ -147,6 +147,7 @@ def minilm_slice(tmp_path_factory):
     from tokenmask.train.models import load_minilm, paired_tokenizer
 
     folder = tmp_path_factory.mktemp("minilm-2") / "model"
+    torch.manual_seed(0)  # the new head's initialisation, whatever ran before
     model = load_minilm().model
     model.bert.encoder.layer = model.bert.encoder.layer[:2]
     model.config.num_hidden_layers = 2

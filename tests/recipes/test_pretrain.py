@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from tokenmask.blocks.build import PretrainBlocks
+from tokenmask.blocks.entry import PretrainBlocks
 from tokenmask.recipes.pretrain import check_blocks
 
 PROTECTED = np.array([True, True, False, False])  # ids 0 and 1 are special: never masked

@@ -4,7 +4,8 @@ import pytest
 
 from tokenmask import MaskingCollator
 from tokenmask.blocks.pack import pack_texts
-from tokenmask.masking import UnitConfig
+from tokenmask.masking import MaskingConfig, UnitConfig
+from tokenmask.text.phrases import Phrases
 from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.use.audit import Estimate, audit_masking, expected_unit_lengths
 
@@ -51,3 +52,28 @@ def test_audit_uses_the_collators_words_when_examples_carry_none(bert_tokenizer,
     audit = audit_masking(blocks, collator, batch_size=64)
     assert audit.units > 0 and 0 < audit.selected_units < audit.units
     assert audit.targets == sum(audit.outcomes.values())
+
+
+@pytest.mark.parametrize("strategy", ["token", "whole_word", "span"])
+def test_audit_with_terms_checks_terms_first(bert_tokenizer, tmp_path, strategy):
+    # 10^5 tokens of the plays with the terms "lord" and "my lord": every unit holding a term must be
+    # selected, the others at the mean q of their rows (99% intervals; the seed is fixed), and the
+    # share of targets in terms is far above the share of eligible tokens in terms (p = 0.15 of the
+    # others against all of the terms: about 1 / 0.15 times).
+    terms = tmp_path / "terms.txt"
+    terms.write_text("lord\nmy lord\n", encoding="utf-8")
+    units = UnitConfig(strategy=strategy, mask_terms=str(terms))
+    collator = MaskingCollator.from_config(bert_tokenizer, MaskingConfig(units=units), seed=0)
+    phrases = Phrases(terms=(("lord",), ("my", "lord")))
+    blocks = pack_texts(shakespeare_scenes(), bert_tokenizer, block_length=128, phrases=phrases)
+    audit = audit_masking(blocks, collator, batch_size=256, max_tokens=100_000)
+    rates = {e.name: e for e in audit.estimates()}
+    first, others = rates["term units selected (all, first)"], rates["other units selected (at q per row)"]
+    assert first.total > 100 and first.count == first.total and first.consistent
+    assert others.consistent, (others.rate, others.interval, others.expected)
+    assert 0.14 < others.expected < 0.15  # q: p less what the terms took
+    in_terms, eligible_in_terms = rates["targets in terms"].rate, rates["eligible tokens in terms"].rate
+    assert in_terms > 4 * eligible_in_terms
+    tokens = rates["selected tokens (max(pE, P) per row)"]
+    assert tokens.consistent is None and abs(tokens.expected - 0.15) < 1e-3
+    assert all(e.consistent is None for e in audit.length_estimates())

@@ -13,8 +13,7 @@ import hashlib
 import json
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Sequence, Sized
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,81 +30,14 @@ from tokenmask.blocks.cache import (
     texts_fingerprint,
     tokenizer_fingerprint,
 )
+from tokenmask.blocks.entry import META_FILE, PretrainBlocks, read_entry
 from tokenmask.blocks.pack import BlockPacker, PackingCounts, batched, encode_documents, frame_ids
 from tokenmask.blocks.pack import encode_chunk as _encode_chunk
 from tokenmask.blocks.progress import EncodingProgress
 from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
 from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents
 
-_META = "meta.json"
 _SIDES = ("train", "validation")
-
-
-@dataclass(frozen=True)
-class PretrainBlocks:
-    """Training and validation blocks (``input_ids``, ``word_ids``, ``id``) and what was kept.
-
-    ``train`` and ``validation`` are :class:`~tokenmask.blocks.store.BlockSequence` s
-    (memory-mapped Arrow) or lists: ``len``, ``x[i]`` and ``x[a:b]`` work on both.
-    """
-
-    train: Sequence[dict[str, Any]]
-    validation: Sequence[dict[str, Any]]
-    documents: int
-    """Documents packed into blocks."""
-    tokens: int
-    """Tokens in all blocks: the kept text tokens plus the start / separator tokens."""
-    block_length: int
-    empty_documents: int
-    """Documents read that were empty or white space only: skipped."""
-    tokenless_documents: int
-    """Non-blank documents the tokenizer turned into no token at all: skipped."""
-    text_tokens: int
-    """Tokens the tokenizer produced for the documents packed."""
-    frame_tokens: int
-    """Start and separator tokens the packer added."""
-    invalid_utf8: int = 0
-    """Lines (or records) read whose bytes that are not UTF-8 were replaced by U+FFFD."""
-    first_invalid_utf8: str | None = None
-    """Where the first of them is: ``"a.txt:3"``."""
-    cache: str | None = None
-    """The cache entry the blocks live in, or None (not cached)."""
-    from_cache: bool = False
-    """Whether that entry existed already (nothing was tokenized)."""
-
-    @property
-    def documents_read(self) -> int:
-        return self.documents + self.empty_documents + self.tokenless_documents
-
-    @property
-    def kept_tokens(self) -> int:
-        """Text tokens in the blocks; equal to ``text_tokens`` unless tokens were dropped."""
-        return self.tokens - self.frame_tokens
-
-    def describe(self) -> str:
-        """One line: documents read and skipped, tokens produced and kept, blocks, cache.
-
-        The bundled plays: ``"781 documents read, 0 empty skipped: 1,148,735 tokens, all kept,
-        in 8,849 training and 203 validation blocks of 128 (+9,833 start/separator tokens);
-        cached in ~/.cache/tokenmask/blocks/7a16…"``; a corpus with bad bytes adds
-        ``", 3 lines with invalid UTF-8 replaced (first: a.txt:2)"`` after the skipped ones.
-        """
-        skipped = f"{self.empty_documents:,} empty skipped"
-        if self.tokenless_documents:
-            skipped += f", {self.tokenless_documents:,} without any token skipped"
-        if self.invalid_utf8:
-            stats = ReadStats(invalid_utf8=self.invalid_utf8, first_invalid=self.first_invalid_utf8)
-            skipped += f", {stats.describe()}"
-        dropped = self.text_tokens - self.kept_tokens
-        kept = "all kept" if dropped == 0 else f"{self.kept_tokens:,} kept, {dropped:,} DROPPED"
-        text = (
-            f"{self.documents_read:,} documents read, {skipped}: {self.text_tokens:,} tokens, {kept}, "
-            f"in {len(self.train):,} training and {len(self.validation):,} validation blocks of "
-            f"{self.block_length} (+{self.frame_tokens:,} start/separator tokens)"
-        )
-        if self.cache is not None:
-            text += f"; {'loaded from' if self.from_cache else 'cached in'} {self.cache}"
-        return text
 
 
 def is_validation(text: str, share: float) -> bool:
@@ -271,8 +203,8 @@ def _cached_or_built(
     POSIX the mapped files live on until the blocks are freed).
     """
     entry = root / "blocks" / key if key is not None else None
-    if entry is not None and (entry / _META).is_file():
-        return _load(entry, cache=str(entry), from_cache=True)
+    if entry is not None and (entry / META_FILE).is_file():
+        return read_entry(entry, cache=str(entry), from_cache=True)
     staging = staging_folder(entry.parent if entry is not None else None)
     try:
         with EncodingProgress(enabled=_show_progress(progress), total=total) as bar:
@@ -291,10 +223,10 @@ def _cached_or_built(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     if entry is None:
-        blocks = _load(staging, cache=None, from_cache=False)
+        blocks = read_entry(staging, cache=None, from_cache=False)
         shutil.rmtree(staging, ignore_errors=True)
         return blocks
-    return _load(publish(staging, entry, complete_marker=_META), cache=str(entry), from_cache=False)
+    return read_entry(publish(staging, entry, complete_marker=META_FILE), cache=str(entry), from_cache=False)
 
 
 def _show_progress(progress: bool | None) -> bool:
@@ -350,7 +282,7 @@ def _write_entry(
         "block_length": block_length, "empty_documents": empty, **_merged(packers),
         "invalid_utf8": stats.invalid_utf8, "first_invalid_utf8": stats.first_invalid,
     }  # fmt: skip
-    (folder / _META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    (folder / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
 def _no_training_text(read: int, empty: int, validation: int) -> str:
@@ -386,27 +318,6 @@ def _offset_ids(part: Path, path: Path, offset: int, phrases: bool) -> None:
 def _merged(packers: dict[str, BlockPacker]) -> dict[str, int]:
     counts = [p.counts for p in packers.values()]
     return {name: sum(getattr(c, name) for c in counts) for name in PackingCounts.__dataclass_fields__}
-
-
-def _load(folder: Path, *, cache: str | None, from_cache: bool) -> PretrainBlocks:
-    from tokenmask.blocks.store import BlockSequence
-
-    meta = json.loads((folder / _META).read_text(encoding="utf-8"))
-    return PretrainBlocks(
-        train=BlockSequence.open(folder / "train.arrow"),
-        validation=BlockSequence.open(folder / "validation.arrow"),
-        documents=meta["documents"],
-        tokens=meta["block_tokens"],
-        block_length=meta["block_length"],
-        empty_documents=meta["empty_documents"],
-        tokenless_documents=meta["tokenless_documents"],
-        text_tokens=meta["text_tokens"],
-        frame_tokens=meta["frame_tokens"],
-        invalid_utf8=meta["invalid_utf8"],
-        first_invalid_utf8=meta["first_invalid_utf8"],
-        cache=cache,
-        from_cache=from_cache,
-    )
 
 
 def held_out_lines(texts: Iterable[str], validation_share: float, count: int) -> list[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tokenmask.blocks.build import PretrainBlocks, build_blocks, corpus_blocks
+from tokenmask.blocks.build import build_blocks, corpus_blocks
 from tokenmask.blocks.config import BlocksConfig
+from tokenmask.blocks.entry import PretrainBlocks
 from tokenmask.masking.config import UnitConfig
 from tokenmask.text.config import ReadingConfig
 from tokenmask.text.corpus import read_texts

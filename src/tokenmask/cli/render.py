@@ -130,6 +130,12 @@ def print_audit(audit: MaskingAudit, console: Console | None = None) -> None:
         "[dim]Lengths leave out units cut by a block end or separator. min_masks_per_sequence "
         "raises the selected share on short sequences.[/]"
     )
+    if audit.term_tokens is not None:
+        console.print(
+            "[dim]Terms come first. Checked (bernoulli): every unit holding a term is selected, and the "
+            "other units at q = max(0, (p·E - P) / (E - P)) of their sequence (E eligible tokens, P in term "
+            "units; configured = the mean q), which keeps the token share at p while terms are under it.[/]"
+        )
 
 
 def print_pmi(vocabulary: PmiVocabulary, *, top: int, console: Console | None = None) -> None:

@@ -23,7 +23,7 @@ from tokenmask.collate.pad import (
     column,
     left_pad,
     pad_examples,
-    pad_rows,
+    pad_flags,
     pad_word_ids,
     row_lengths,
     spans_to_array,
@@ -158,7 +158,7 @@ def _phrase_inputs(
             raise ValueError(f"'{key}' must have the same length as 'input_ids' in every example")
     width = batch.input_ids.shape[1]
     padded = pad_word_ids(merged, batch.lengths, width)
-    return padded, None if terms is None else pad_rows(terms, batch.lengths, width, 0).astype(bool)
+    return padded, None if terms is None else pad_flags(terms, batch.lengths, width)
 
 
 def _masking_inputs(

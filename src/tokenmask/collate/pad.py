@@ -49,6 +49,27 @@ def pad_rows(rows: Sequence[Any], lengths: np.ndarray, width: int, fill: int) ->
     return out
 
 
+def pad_flags(rows: Sequence[Any], lengths: np.ndarray, width: int) -> np.ndarray:
+    """Right-pad 0/1 rows (term masks) into a ``(B, width)`` bool array, False on padding.
+
+    Rows that are all lists of small ints are read as one ``bytes`` string, about twice as fast
+    as :func:`pad_rows` (this runs on every batch with terms); others go through :func:`pad_rows`.
+    Any non-zero value is True.
+
+    ``pad_flags([[0, 1, 1], [1]], np.array([3, 1]), 4)  ->  [[F, T, T, F], [T, F, F, F]]``
+    """
+    if all(isinstance(row, list) for row in rows):
+        try:
+            flat = np.frombuffer(b"".join(map(bytes, rows)), dtype=np.uint8)
+        except (TypeError, ValueError):  # not ints, or outside 0..255
+            pass
+        else:
+            out = np.zeros((len(rows), width), dtype=bool)
+            out[np.arange(width)[None, :] < lengths[:, None]] = flat != 0
+            return out
+    return pad_rows(rows, lengths, width, 0).astype(bool)
+
+
 def pad_word_ids(rows: Sequence[Any], lengths: np.ndarray, width: int) -> np.ndarray:
     """Like :func:`pad_rows` for word ids, where ``None`` (special token) becomes -1."""
     out = np.full((len(rows), width), -1, dtype=np.int64)

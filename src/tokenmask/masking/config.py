@@ -54,7 +54,9 @@ class UnitConfig:
     mask_terms: str | None = setting(
         None,
         help="file of terms, one per line (drug names, products, identifiers): each occurrence, found "
-        "case-insensitively on word boundaries, is masked as one unit; the strategy fills the rate",
+        "case-insensitively on word boundaries, is one unit, and terms come first: every term is "
+        "selected (exact: as far as round(p · eligible tokens) goes) and the strategy's other units "
+        "fill the rest of the rate",
     )
 
     def __post_init__(self) -> None:

@@ -174,8 +174,14 @@ def mask_tokens(
         word_ids: ``(B, T)`` int64 word index per token, -1 on special tokens; needed by
             whole_word, span, ngram and pmi (for pmi and with terms: merged, one id per phrase).
         given_spans: ``(B, S, 2)`` ``[start, end)`` spans for strategy 'given' (-1 padded).
-        term_mask: ``(B, T)``, 1 on tokens inside term occurrences; with the token strategy
-            a term's tokens form one unit (the word strategies see terms in ``word_ids``).
+        term_mask: ``(B, T)``, 1 on tokens inside term occurrences. Terms come first: every
+            unit holding a term token is selected before any other unit, and the other units
+            fill the rest of the rate (bernoulli: each at ``q = (p·E - P) / (E - P)`` per row,
+            so the expected share stays ``p``; exact: what the terms leave of the budget);
+            terms beyond the rate are all selected in bernoulli mode, as far as the budget
+            goes in exact mode (see :func:`~tokenmask.masking.select.select_units`). With the
+            token strategy a term's tokens form one unit (the word strategies see terms as
+            one word each in ``word_ids``).
 
     Returns:
         :class:`MaskedBatch`: corrupted ``input_ids``, ``labels``, the targets' outcomes, the units.
@@ -232,14 +238,15 @@ def _select_targets(
     term_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(targets, unit map)``, both ``(B, T)``: the token strategy selects among the eligible
-    tokens directly and builds no unit map (None); the others select whole units of their map."""
+    tokens directly and builds no unit map (None); the others select whole units of their map,
+    the units holding a term token first (``term_mask``, see :func:`select_units`)."""
     if unit_config.strategy == "token" and term_mask is None:
         return select_tokens(eligible, select_keys, selection), None
     units = build_units(
         unit_config, eligible, keys, word_ids=as_numpy(word_ids, np.int64), given_spans=as_numpy(given_spans, np.int64),
         term_mask=term_mask,
     )  # fmt: skip
-    return select_units(units, select_keys, selection), units
+    return select_units(units, select_keys, selection, priority=term_mask), units
 
 
 def _nothing_to_mask(ids: np.ndarray, eligible: np.ndarray) -> MaskedBatch:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenmask.blocks.build import PretrainBlocks
+from tokenmask.blocks.entry import PretrainBlocks
 from tokenmask.blocks.load import load_blocks, load_phrases
 from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator

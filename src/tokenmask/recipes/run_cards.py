@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenmask.blocks.build import PretrainBlocks
+from tokenmask.blocks.entry import PretrainBlocks
 from tokenmask.labelled.align import FinetuneData
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
 from tokenmask.train.card import model_card

@@ -19,6 +19,7 @@ from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.pad import Feature, PaddedBatch
 from tokenmask.masking import MaskedBatch, Outcome, UnitConfig, word_units
+from tokenmask.masking.select import fill_probability, priority_units
 from tokenmask.masking.units import unit_starts
 from tokenmask.text.collocations import MAX_PMI_N
 
@@ -33,6 +34,8 @@ class Estimate:
     count: int
     total: int
     expected: float | None = None
+    checked: bool = True
+    """False: ``expected`` is shown for reference, not tested (e.g. a token share of multi-token units)."""
 
     @property
     def rate(self) -> float:
@@ -54,7 +57,7 @@ class Estimate:
     @property
     def consistent(self) -> bool | None:
         """Whether the configured value lies inside the interval (None when there is none)."""
-        if self.expected is None:
+        if self.expected is None or not self.checked:
             return None
         low, high = self.interval
         return low <= self.expected <= high
@@ -77,6 +80,16 @@ class MaskingAudit:
     """Eligible tokens inside term occurrences (None without terms)."""
     term_targets: int = 0
     """Targets inside term occurrences."""
+    term_units: int = 0
+    """Units holding a term token (selected first)."""
+    selected_term_units: int = 0
+    other_units: int = 0
+    """Units without a term token (they fill the rest of the rate)."""
+    selected_other_units: int = 0
+    expected_other_units: float = 0.0
+    """Bernoulli mode: the expected number of other units selected, the sum over rows of q times their count."""
+    promised_targets: float = 0.0
+    """Bernoulli mode with terms: the expected targets, the sum over rows of max(p E, P) tokens."""
     unit_lengths: Counter = field(default_factory=Counter)
     unit_length_kind: str = "tokens"
     expected_lengths: dict[int, float] = field(default_factory=dict)
@@ -88,7 +101,16 @@ class MaskingAudit:
         For multi-token units the tokens of a unit are chosen together, so a token-level
         interval would be too narrow: the check is then on the share of units selected
         (Bernoulli mode), and the token share is shown without one.
+
+        With terms the selection promises something else, so that is what is checked
+        (Bernoulli): every unit holding a term is selected (share 1), and the other units at
+        ``q = (p·E - P) / (E - P)`` of their row, whose mean over the other units is the expected
+        share (their count is Poisson-binomial, no wider than the binomial: the Wilson interval
+        is conservative). The token share is shown against its promise, ``max(p·E, P)`` tokens
+        per row, without a check.
         """
+        if self.term_tokens is not None and self.units:
+            return self._term_estimates() + self._corruption_estimates()
         selection = []
         if self.units:
             unit_rate = self.expected.get("rate") if self.expected.get("mode") == "bernoulli" else None
@@ -96,20 +118,49 @@ class MaskingAudit:
             selection.append(Estimate("selected tokens", self.targets, self.eligible))
         else:
             selection.append(Estimate("selected", self.targets, self.eligible, self.expected.get("rate")))
-        if self.term_tokens is not None:  # no configured value: terms are units like the others, at the same rate
-            selection.append(Estimate("targets in terms", self.term_targets, self.targets))
-            selection.append(Estimate("eligible tokens in terms", self.term_tokens, self.eligible))
-        return selection + [
+        return selection + self._corruption_estimates()
+
+    def _term_estimates(self) -> list[Estimate]:
+        bernoulli = self.expected.get("mode") == "bernoulli"
+        other_rate = self.expected_other_units / self.other_units if bernoulli and self.other_units else None
+        promised = self.promised_targets / self.eligible if bernoulli and self.eligible else None
+        names = (
+            ("term units selected (all, first)", "other units selected (at q per row)", "selected tokens (max(pE, P) per row)")
+            if bernoulli  # exact: no interval applies, the counts are fixed per row
+            else (
+                "term units selected (first, in budget)",
+                "other units selected (rest of budget)",
+                "selected tokens (round(pE) per row)",
+            )
+        )
+        return [
+            Estimate(names[0], self.selected_term_units, self.term_units, 1.0 if bernoulli else None),
+            Estimate(names[1], self.selected_other_units, self.other_units, other_rate),
+            Estimate(names[2], self.targets, self.eligible, promised, checked=False),
+            Estimate("targets in terms", self.term_targets, self.targets),
+            Estimate("eligible tokens in terms", self.term_tokens or 0, self.eligible),
+        ]
+
+    def _corruption_estimates(self) -> list[Estimate]:
+        return [
             Estimate("mask", self.outcomes[Outcome.MASK], self.targets, self.expected.get("mask")),
             Estimate("random", self.outcomes[Outcome.RANDOM], self.targets, self.expected.get("random")),
             Estimate("keep", self.outcomes[Outcome.KEEP], self.targets, self.expected.get("keep")),
         ]
 
     def length_estimates(self) -> list[Estimate]:
-        """Share of selected units of each length, against the strategy's distribution."""
+        """Share of selected units of each length, against the strategy's distribution.
+
+        With terms the distribution is shown but not checked: the units holding a term are all
+        taken first, and a longer span holds a term more often, so selected units run longer.
+        """
         total = sum(self.unit_lengths.values())
         lengths = sorted(set(self.unit_lengths) | set(self.expected_lengths))
-        return [Estimate(f"length {k}", self.unit_lengths.get(k, 0), total, self.expected_lengths.get(k)) for k in lengths]
+        checked = self.term_tokens is None
+        return [
+            Estimate(f"length {k}", self.unit_lengths.get(k, 0), total, self.expected_lengths.get(k), checked=checked)
+            for k in lengths
+        ]
 
     def to_dict(self) -> dict:
         def row(e: Estimate) -> dict:
@@ -121,6 +172,7 @@ class MaskingAudit:
                 "rate": e.rate,
                 "ci99": [low, high],
                 "expected": e.expected,
+                "checked": e.checked and e.expected is not None,
                 "consistent": e.consistent,
             }
 
@@ -134,6 +186,8 @@ class MaskingAudit:
             "special_tokens_hit": self.special_targets,
             "protected_ids_drawn": self.protected_draws,
             "term_targets": self.term_targets if self.term_tokens is not None else None,
+            "term_units": self.term_units if self.term_tokens is not None else None,
+            "selected_term_units": self.selected_term_units if self.term_tokens is not None else None,
             "rates": [row(e) for e in self.estimates()],
             "unit_length_kind": self.unit_length_kind,
             "unit_lengths": [row(e) for e in self.length_estimates()],
@@ -231,6 +285,8 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBa
     starts = unit_starts(units)
     audit.units += int(starts.sum())
     audit.selected_units += int((starts & targets).sum())
+    if batch.term_mask is not None:
+        _count_terms_first(audit, units, starts, targets, batch.term_mask, collator.masking.selection.mlm_probability)
     word_starts = starts
     if config.strategy == "token":  # with terms: measured in tokens
         word_starts = units >= 0
@@ -239,6 +295,23 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBa
         assert words is not None  # word strategies always mask with word ids, and the batch returns them
         word_starts = unit_starts(word_units(words, masked.eligible & (words >= 0)))
     _count_unit_lengths(audit, units, word_starts, starts & targets, _longest_unit(config))
+
+
+def _count_terms_first(
+    audit: MaskingAudit, units: np.ndarray, starts: np.ndarray, targets: np.ndarray, term_mask: np.ndarray, p: float
+) -> None:
+    """Count the units holding a term and the others, selected or not, and what selection promises
+    for them (:func:`~tokenmask.masking.select.select_units` with ``priority``)."""
+    first = priority_units(units, term_mask)  # (B, T)
+    n_eligible, n_first = np.count_nonzero(units >= 0, axis=1), np.count_nonzero(first, axis=1)
+    term_starts, other_starts = starts & first, starts & ~first
+    audit.term_units += int(term_starts.sum())
+    audit.selected_term_units += int((term_starts & targets).sum())
+    audit.other_units += int(other_starts.sum())
+    audit.selected_other_units += int((other_starts & targets).sum())
+    q = fill_probability(p, n_eligible, n_first)
+    audit.expected_other_units += float((q * other_starts.sum(axis=1)).sum())
+    audit.promised_targets += float(np.maximum(p * n_eligible, n_first).sum())
 
 
 def _longest_unit(config: UnitConfig) -> int | None:
