@@ -8,7 +8,6 @@ the disk is reported nearly full while it does.
 
 from __future__ import annotations
 
-import shutil
 from collections import namedtuple
 
 import pytest
@@ -61,7 +60,7 @@ def test_the_same_torch_error_with_room_on_the_disk_is_not_called_a_full_disk(ti
     with pytest.raises(RuntimeError, match="unexpected pos") as raised:
         save_checkpoint(tmp_path / "step-1", model, tokenizer, {})
     assert not isinstance(raised.value, DiskFull)
-    assert shutil.disk_usage is not None and list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == []  # the partial copy is removed here too
 
 
 def test_a_run_whose_disk_fills_says_so_in_one_line_and_resumes(lines, tmp_path, monkeypatch, capsys):
