@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokenmask.labelled.align import FinetuneData, LabelledExample, encode_texts_with_labels, prepare_finetune_data
+from tokenmask.labelled.align import FinetuneData, LabelledExample, encode_texts_with_labels
 from tokenmask.labelled.examples import LabelledText, SideCounts
 from tokenmask.labelled.robustness import Corruption, corrupt_texts
 from tokenmask.labelled.subsets import stratified_sample
@@ -31,9 +31,8 @@ from tokenmask.recipes.compare_report import AugmentComparison, write_compare_re
 from tokenmask.recipes.compare_stats import BASELINE_ARM, CLEAN, summarize
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.recipes.finetune import BEST_FOLDER, finetune, validation_batches
-from tokenmask.recipes.finetune_data import split_finetune_examples
+from tokenmask.recipes.finetune_data import load_finetune_split
 from tokenmask.settings import flatten
-from tokenmask.text.byte_checks import ReadStats
 from tokenmask.train.loop import QuietReporter, Reporter
 from tokenmask.train.runs import CHECKPOINTS
 
@@ -206,21 +205,16 @@ def _ids_after(examples: list[LabelledExample], first: int) -> list[LabelledExam
 
 
 def _load(config: FinetuneConfig, plan: ComparePlan) -> _Data:
-    """Read, split and encode once (as :func:`~tokenmask.recipes.finetune_data.load_finetune_data` does)."""
+    """Read, split and encode once; keep the examples for samples and corrupted sets."""
     if plan.corruptions and config.task != "classify":
         raise ValueError(
             "--robustness corrupts the text of classification examples; for --task tokens a deleted word would "
             "have to take its tag along, which is not supported"
         )
     tokenizer = load_classifier_tokenizer(config.model)
-    stats = ReadStats()
-    train, validation = split_finetune_examples(config, stats=stats)
-    full = prepare_finetune_data(train, tokenizer, validation=validation, max_length=config.max_length)
-    if not full.validation:
-        raise ValueError("no validation example: give --eval DATA or more examples (or groups) to hold out")
-    full = replace(full, repaired=stats.describe())
+    full, train, validation = load_finetune_split(config, tokenizer)
     strata = [getattr(e, "label", "") for e in train] if config.task == "classify" else [""] * len(train)
-    return _Data(full, strata, list(train), list(validation), tokenizer, config.loop.batch_size, {})
+    return _Data(full, strata, train, validation, tokenizer, config.loop.batch_size, {})
 
 
 # ---- the cells ----------------------------------------------------------------------------

@@ -80,9 +80,15 @@ def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
     Raises:
         ValueError: unreadable data, token labelling without data, no training or validation example.
     """
+    return load_finetune_split(config, tokenizer)[0]
+
+
+def load_finetune_split(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase) -> tuple[FinetuneData, list, list]:
+    """:func:`load_finetune_data` and the examples it encoded: ``(data, train examples, validation examples)``
+    (``compare-augment`` draws training samples and corrupted validation sets from them)."""
     stats = ReadStats()
     train, validation = split_finetune_examples(config, stats=stats)
     data = prepare_finetune_data(train, tokenizer, validation=validation, max_length=config.max_length)
     if not data.validation:
         raise ValueError("no validation example: give --eval DATA or more examples (or groups) to hold out")
-    return replace(data, repaired=stats.describe())
+    return replace(data, repaired=stats.describe()), list(train), list(validation)
