@@ -121,10 +121,11 @@ def test_terms_first_and_the_other_units_at_the_rate(bert_tokenizer, lines, tmp_
     expected, variance = 0.0, 0.0  # of the selected units that hold no term
     for start in range(0, len(blocks), 64):
         padded, masked = collator.mask(blocks[start : start + 64])
-        starts = unit_starts(masked.units)
+        units_map = masked.units.numpy()
+        starts = unit_starts(units_map)
         targets = masked.outcome.numpy() != 0
-        first = np.zeros_like(starts) if padded.term_mask is None else priority_units(masked.units, padded.term_mask)
-        q = fill_probability(0.15, (masked.units >= 0).sum(axis=1), first.sum(axis=1))
+        first = np.zeros_like(starts) if padded.term_mask is None else priority_units(units_map, padded.term_mask)
+        q = fill_probability(0.15, (units_map >= 0).sum(axis=1), first.sum(axis=1))
         others = (starts & ~first).sum(axis=1)
         expected, variance = expected + (q * others).sum(), variance + (q * (1 - q) * others).sum()
         units += int((starts & ~first).sum())

@@ -174,16 +174,17 @@ def test_the_masked_batch_carries_the_units_it_selected_from(strategy, batch):
     rows, example_ids, width = batch
     ids, words, attention, spans = pad(rows, width)
     _, _, out = run(rows, example_ids, width, strategy)
+    out_units, out_eligible = out.units.numpy(), out.eligible.numpy()
     eligible = eligible_positions(ids.numpy(), VOCAB, attention_mask=attention.numpy().astype(bool))
     keys = RowKeys.derive(np.array(example_ids), seed=11, epoch=1)  # run()'s seed and epoch
     units = build_units(UnitConfig(strategy=strategy), eligible, keys, word_ids=words.numpy(), given_spans=spans.numpy())
-    assert np.array_equal(out.eligible, eligible)
-    assert np.array_equal(out.units, units) and out.units.shape == tuple(ids.shape)
+    assert np.array_equal(out_eligible, eligible)
+    assert np.array_equal(out_units, units) and out_units.shape == tuple(ids.shape)
     # targets are whole units: a unit is either all targets or none
     targets = (out.outcome != Outcome.NONE).numpy()
-    assert not (targets & (out.units < 0)).any()
-    flat = (np.arange(len(rows))[:, None] * width + out.units)[out.units >= 0]
-    hit = np.bincount(flat, weights=targets[out.units >= 0], minlength=len(rows) * width)
+    assert not (targets & (out_units < 0)).any()
+    flat = (np.arange(len(rows))[:, None] * width + out_units)[out_units >= 0]
+    hit = np.bincount(flat, weights=targets[out_units >= 0], minlength=len(rows) * width)
     size = np.bincount(flat, minlength=len(rows) * width)
     assert np.all((hit == 0) | (hit == size))
 
@@ -198,16 +199,17 @@ def test_terms_are_whole_first_and_never_special(strategy, batch, mode, floor):
     ids, words, _, _ = pad(rows, width)
     _, _, out = run(rows, example_ids, width, strategy, terms=True, mode=mode, min_masks_per_sequence=floor)
     targets = (out.outcome != Outcome.NONE).numpy()
-    terms = term_mask_of(ids, words).numpy() & out.eligible
-    assert not (targets & ~out.eligible).any(), "a special token or padding was selected"
+    out_units, out_eligible = out.units.numpy(), out.eligible.numpy()
+    terms = term_mask_of(ids, words).numpy() & out_eligible
+    assert not (targets & ~out_eligible).any(), "a special token or padding was selected"
     for row in range(len(rows)):
         # a term is a word; a protected id inside a word cuts it into two units, as for every word
-        pieces = set(zip(words.numpy()[row][terms[row]], out.units[row][terms[row]]))
+        pieces = set(zip(words.numpy()[row][terms[row]], out_units[row][terms[row]]))
         for word, unit in pieces:
-            chosen = targets[row][(words.numpy()[row] == word) & (out.units[row] == unit)]
+            chosen = targets[row][(words.numpy()[row] == word) & (out_units[row] == unit)]
             assert chosen.all() or not chosen.any(), f"term word {word} split in row {row}"
-    first = priority_units(out.units, terms)  # the units holding a term, whole
-    budget = np.floor(0.3 * out.eligible.sum(axis=1) + 0.5)
+    first = priority_units(out_units, terms)  # the units holding a term, whole
+    budget = np.floor(0.3 * out_eligible.sum(axis=1) + 0.5)
     under = (first.sum(axis=1) <= budget) if mode == "exact" else np.ones(len(rows), dtype=bool)
     assert targets[under][first[under]].all(), "a term was left out while under the budget"
 
@@ -221,7 +223,7 @@ def test_units_of_a_hand_made_batch():
     by_token = mask_tokens(ids, **kwargs)
     assert by_token.strategy_units is None  # the fast path builds none; units builds it when asked
     assert by_token.units.tolist() == [[-1, 0, 1, 2, -1, -1]]
-    assert np.array_equal(by_token.units, token_units(by_token.eligible))
+    assert np.array_equal(by_token.units.numpy(), token_units(by_token.eligible.numpy()))
     by_word = mask_tokens(ids, unit_config=UnitConfig(strategy="whole_word"), **kwargs)
     assert by_word.units.tolist() == [[-1, 0, 0, 1, -1, -1]]
     assert by_word.eligible.tolist() == [[False, True, True, True, False, False]]
@@ -283,3 +285,121 @@ def test_input_validation():
 def test_bad_configuration_names_the_problem(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+# The two backends: torch (on the tensors' device) gives the numpy pass's numbers bit for bit.
+
+COUNTED_VOCAB = VocabTables.from_ids(
+    V, mask_token_id=MASK, protected_ids=[PAD, CLS, SEP, 4], replace_counts=np.arange(V, dtype=np.float64) % 7
+)  # frequency-weighted replacements: the cdf path of the draw
+
+
+def both_backends(ids, device="cpu", **kwargs):
+    """``mask_tokens`` by numpy and by torch on ``device``; asserts every output is the same."""
+    by_numpy = mask_tokens(ids, backend="numpy", **kwargs)
+    moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    by_torch = mask_tokens(ids.to(device), backend="torch", **moved)
+    for name in ("input_ids", "labels", "target_index", "target_outcome", "eligible", "units", "outcome"):
+        got = getattr(by_torch, name)
+        assert got.device.type == torch.device(device).type, f"{name} left the device"
+        assert torch.equal(got.cpu(), getattr(by_numpy, name)), f"{name} differs between the backends"
+    return by_numpy
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@common
+@given(
+    batch=batches(),
+    mode=st.sampled_from(["bernoulli", "exact"]),
+    floor=st.sampled_from([0, 1, 3]),
+    cap=st.sampled_from([None, 2, 5]),
+    per_unit=st.booleans(),
+    terms=st.booleans(),
+    counted=st.booleans(),
+    rate=st.sampled_from([0.15, 0.5, 1.0]),
+)
+def test_the_torch_backend_gives_the_numpy_numbers(strategy, batch, mode, floor, cap, per_unit, terms, counted, rate):
+    rows, example_ids, width = batch
+    ids, words, attention, spans = pad(rows, width)
+    both_backends(
+        ids,
+        vocab=COUNTED_VOCAB if counted else VOCAB,
+        example_ids=torch.tensor(example_ids),
+        seed=5,
+        epoch=2,
+        unit_config=UnitConfig(strategy=strategy, span_geometric_p=0.3, span_max_words=4, ngram_max_n=4),
+        selection=SelectionConfig(mlm_probability=rate, mode=mode, min_masks_per_sequence=floor, max_predictions=cap),
+        corruption=CorruptionConfig(per_unit=per_unit),
+        attention_mask=attention,
+        word_ids=words,
+        given_spans=spans,
+        term_mask=term_mask_of(ids, words) if terms and strategy != "given" else None,
+    )
+
+
+def long_batch(seed: int, batch: int = 16, width: int = 256):
+    """Rows of 1-4 piece words between [CLS] and [SEP], right-padded to ``width``: ids, word ids, mask."""
+    rng = np.random.default_rng(seed)
+    ids = np.full((batch, width), PAD)
+    words = np.full((batch, width), -1)
+    for row in range(batch):
+        length = int(rng.integers(width // 2, width + 1))
+        pieces = np.repeat(np.arange(length), rng.integers(1, 5, length))[: length - 2]
+        ids[row, 1 : len(pieces) + 1] = rng.integers(5, V, len(pieces))
+        words[row, 1 : len(pieces) + 1] = pieces
+        ids[row, 0], ids[row, len(pieces) + 1] = CLS, SEP
+    return torch.from_numpy(ids), torch.from_numpy(words), torch.from_numpy((ids != PAD).astype(np.int64))
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "given"])
+@pytest.mark.parametrize("rate", [0.15, 0.4])
+def test_the_backends_agree_on_long_rows(strategy, rate):
+    # Long rows reach span and n-gram lengths and key ties that the small hypothesis rows rarely do.
+    ids, words, attention = long_batch(seed=int(rate * 100))
+    for epoch in range(3):
+        out = both_backends(
+            ids, vocab=VOCAB, example_ids=torch.arange(16) * 7919, seed=1, epoch=epoch, unit_config=UnitConfig(strategy=strategy),
+            selection=SelectionConfig(mlm_probability=rate), attention_mask=attention, word_ids=words,
+        )  # fmt: skip
+        assert out.target_index.numel() > 0.5 * rate * int(attention.sum())  # a real share was masked
+
+
+def test_the_torch_backend_never_goes_through_numpy(monkeypatch):
+    ids, words, attention = long_batch(seed=3, batch=4, width=64)
+    expected = {s: mask_tokens(ids, vocab=VOCAB, example_ids=torch.arange(4), seed=0, unit_config=UnitConfig(strategy=s),
+                               attention_mask=attention, word_ids=words, backend="numpy") for s in ("token", "span")}  # fmt: skip
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the torch backend converted a tensor to numpy")
+
+    monkeypatch.setattr(torch.Tensor, "numpy", refuse)
+    monkeypatch.setattr(torch.Tensor, "__array__", refuse)
+    for strategy, numpy_result in expected.items():
+        by_torch = mask_tokens(ids, vocab=VOCAB, example_ids=torch.arange(4), seed=0, unit_config=UnitConfig(strategy=strategy),
+                               attention_mask=attention, word_ids=words, backend="torch")  # fmt: skip
+        assert torch.equal(by_torch.input_ids, numpy_result.input_ids)
+    with pytest.raises(AssertionError, match="converted a tensor to numpy"):  # the trap works
+        mask_tokens(ids, vocab=VOCAB, example_ids=torch.arange(4), seed=0, backend="numpy")
+
+
+def test_numpy_arrays_go_in_and_tensors_come_out():
+    ids, words, attention = long_batch(seed=4, batch=3, width=32)
+    kwargs = dict(vocab=VOCAB, example_ids=np.arange(3), seed=2, attention_mask=attention.numpy(), word_ids=words.numpy())
+    from_arrays = mask_tokens(ids.numpy(), unit_config=UnitConfig(strategy="whole_word"), **kwargs)
+    from_tensors = mask_tokens(ids, unit_config=UnitConfig(strategy="whole_word"), **kwargs, backend="torch")
+    assert isinstance(from_arrays.input_ids, torch.Tensor)
+    assert torch.equal(from_arrays.input_ids, from_tensors.input_ids) and torch.equal(from_arrays.labels, from_tensors.labels)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        mask_tokens(ids, vocab=VOCAB, example_ids=torch.arange(3), seed=0, backend="gpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "given"])
+def test_the_backends_agree_on_cuda(strategy):
+    ids, words, attention = long_batch(seed=5)
+    kwargs = dict(vocab=COUNTED_VOCAB, example_ids=torch.arange(16), seed=9, unit_config=UnitConfig(strategy=strategy),
+                  attention_mask=attention, word_ids=words, term_mask=term_mask_of(ids, words))  # fmt: skip
+    both_backends(ids, device="cuda", **kwargs)
+    assert mask_tokens(
+        ids.cuda(), **{k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    ).input_ids.is_cuda

@@ -230,7 +230,7 @@ class MaskingCollator:
             pad_to_multiple_of=self.pad_to_multiple_of,
             consumed=CONSUMED_KEYS | {"given_spans"},
         )
-        if self.masking.selection.min_masks_per_sequence > 0 and masked.target_index.size == 0:
+        if self.masking.selection.min_masks_per_sequence > 0 and masked.target_index.numel() == 0:
             raise ValueError(
                 "no maskable token in the batch: every row holds only special tokens, padding "
                 "or protected ids" + (" (or no given span)" if self.masking.units.strategy == "given" else "")

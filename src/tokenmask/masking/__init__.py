@@ -25,6 +25,7 @@ _EXPORTS = {
     "build_units": "mask",
     "eligible_positions": "mask",
     "mask_tokens": "mask",
+    "mask_on_device": "torch_mask",
     "select_tokens": "select",
     "select_units": "select",
     "given_units": "units",

@@ -1,29 +1,36 @@
 """The whole masking pass on a padded batch: eligible → units → select → corrupt.
 
-Tensors in, tensors out (CPU int64); the work is vectorised numpy underneath. The result
-depends only on each row's tokens, word ids, example id, the seed and the epoch.
+Tensors in, tensors out, on the input's device. Two backends give the same numbers bit for
+bit: vectorised numpy on the host (the modules beside this one) and torch where the tensors
+are (:mod:`.torch_mask`). The result depends only on each row's tokens, word ids, example
+id, the seed and the epoch.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Literal, overload
 
 import numpy as np
 import torch
 
 from tokenmask.masking import units as units_lib
 from tokenmask.masking.config import CorruptionConfig, SelectionConfig, UnitConfig
-from tokenmask.masking.corrupt import apply_outcomes, choose_outcomes, outcome_map
+from tokenmask.masking.corrupt import apply_outcomes, choose_outcomes
 from tokenmask.masking.keys import RowKeys, Stream, low32
 from tokenmask.masking.select import select_tokens, select_units
+from tokenmask.masking.torch_mask import mask_on_device
+from tokenmask.masking.torch_units import token_units
 from tokenmask.masking.vocab import VocabTables
+
+Backend = Literal["auto", "torch", "numpy"]
+BACKENDS: tuple[str, ...] = ("auto", "torch", "numpy")
 
 
 @dataclass(frozen=True)
 class MaskedBatch:
-    """Output of :func:`mask_tokens`; all ``(B, T)`` unless noted.
+    """Output of :func:`mask_tokens`: tensors on the input's device, all ``(B, T)`` unless noted.
 
     Attributes:
         input_ids: corrupted inputs (int64).
@@ -38,19 +45,20 @@ class MaskedBatch:
 
     input_ids: torch.Tensor
     labels: torch.Tensor
-    target_index: np.ndarray
-    target_outcome: np.ndarray
-    eligible: np.ndarray
-    strategy_units: np.ndarray | None = field(default=None, repr=False)
+    target_index: torch.Tensor
+    target_outcome: torch.Tensor
+    eligible: torch.Tensor
+    strategy_units: torch.Tensor | None = field(default=None, repr=False)
 
     @functools.cached_property
     def outcome(self) -> torch.Tensor:
         """:class:`~tokenmask.masking.corrupt.Outcome` code per position, ``(B, T)`` int8."""
-        batch, length = self.input_ids.shape
-        return torch.from_numpy(outcome_map((batch, length), self.target_index, self.target_outcome))
+        outcome = torch.zeros(self.input_ids.shape, dtype=torch.int8, device=self.input_ids.device)
+        outcome.view(-1)[self.target_index] = self.target_outcome
+        return outcome
 
     @functools.cached_property
-    def units(self) -> np.ndarray:
+    def units(self) -> torch.Tensor:
         """The unit map selection worked on, ``(B, T)`` int64: the unit of each token, -1 where
         never a target (see :mod:`tokenmask.masking.units`).
 
@@ -58,7 +66,7 @@ class MaskedBatch:
         that masking by tokens, the common case, does not pay for it.
         """
         if self.strategy_units is None:
-            return units_lib.token_units(self.eligible)
+            return token_units(self.eligible)
         return self.strategy_units
 
 
@@ -143,20 +151,21 @@ def build_units(
 
 
 def mask_tokens(
-    input_ids: torch.Tensor,
+    input_ids: torch.Tensor | np.ndarray,
     *,
     vocab: VocabTables,
-    example_ids: torch.Tensor,
+    example_ids: torch.Tensor | np.ndarray,
     seed: int,
     epoch: int = 0,
     unit_config: UnitConfig = UnitConfig(),
     selection: SelectionConfig = SelectionConfig(),
     corruption: CorruptionConfig = CorruptionConfig(),
-    attention_mask: torch.Tensor | None = None,
-    special_tokens_mask: torch.Tensor | None = None,
-    word_ids: torch.Tensor | None = None,
-    given_spans: torch.Tensor | None = None,
-    term_mask: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | np.ndarray | None = None,
+    special_tokens_mask: torch.Tensor | np.ndarray | None = None,
+    word_ids: torch.Tensor | np.ndarray | None = None,
+    given_spans: torch.Tensor | np.ndarray | None = None,
+    term_mask: torch.Tensor | np.ndarray | None = None,
+    backend: Backend = "auto",
 ) -> MaskedBatch:
     """Select and corrupt MLM targets in a right-padded batch.
 
@@ -182,14 +191,83 @@ def mask_tokens(
             goes in exact mode (see :func:`~tokenmask.masking.select.select_units`). With the
             token strategy a term's tokens form one unit (the word strategies see terms as
             one word each in ``word_ids``).
+        backend: ``"numpy"`` masks on the host (a device tensor is copied there and the
+            results back); ``"torch"`` masks with torch where ``input_ids`` is and never
+            leaves it; ``"auto"`` takes numpy for host data and torch for a tensor on an
+            accelerator (the faster of the two on each, as measured by
+            ``benchmarks/masking.py``). The numbers are the same whichever runs.
 
     Returns:
-        :class:`MaskedBatch`: corrupted ``input_ids``, ``labels``, the targets' outcomes, the units.
+        :class:`MaskedBatch`: corrupted ``input_ids``, ``labels``, the targets' outcomes, the
+        units, on ``input_ids``' device (the CPU for numpy input).
+
+    Raises:
+        ValueError: a bad shape, ids outside the vocabulary, an unknown backend, or word ids
+            or spans missing for the strategy.
 
     Example: ``mask_tokens(torch.tensor([[101, 7592, 2088, 102]]), vocab=tables,
     example_ids=torch.tensor([0]), seed=0)`` selects at least one of the two middle tokens
     (``min_masks_per_sequence=1``) and never 101 or 102 when they are protected.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    on_device = isinstance(input_ids, torch.Tensor) and input_ids.device.type != "cpu"
+    if backend == "torch" or (backend == "auto" and on_device):
+        ids, examples = torch.as_tensor(input_ids), torch.as_tensor(example_ids)
+        _check_rows(ids, examples)
+        result = mask_on_device(
+            ids.to(torch.int64), examples, vocab=vocab, seed=seed, epoch=epoch,
+            unit_config=unit_config, selection=selection, corruption=corruption,
+            attention_mask=_tensor(attention_mask), special_tokens_mask=_tensor(special_tokens_mask),
+            word_ids=_tensor(word_ids), given_spans=_tensor(given_spans), term_mask=_tensor(term_mask),
+        )  # fmt: skip
+        return MaskedBatch(
+            result.input_ids, result.labels, result.target_index, result.target_outcome, result.eligible, result.strategy_units
+        )
+    masked = _mask_on_host(
+        input_ids, vocab=vocab, example_ids=example_ids, seed=seed, epoch=epoch, unit_config=unit_config,
+        selection=selection, corruption=corruption, attention_mask=attention_mask,
+        special_tokens_mask=special_tokens_mask, word_ids=word_ids, given_spans=given_spans, term_mask=term_mask,
+    )  # fmt: skip
+    if on_device:  # numpy asked for a device batch: the results go back where it came from
+        device = input_ids.device
+        units = None if masked.strategy_units is None else masked.strategy_units.to(device)
+        return MaskedBatch(
+            masked.input_ids.to(device), masked.labels.to(device), masked.target_index.to(device),
+            masked.target_outcome.to(device), masked.eligible.to(device), units,
+        )  # fmt: skip
+    return masked
+
+
+def _tensor(values: torch.Tensor | np.ndarray | None) -> torch.Tensor | None:
+    return None if values is None else torch.as_tensor(values)
+
+
+def _check_rows(ids: torch.Tensor, example_ids: torch.Tensor) -> None:
+    """Raises ValueError unless ``ids`` is ``(B, T)`` with one example id per row."""
+    if ids.ndim != 2:
+        raise ValueError(f"input_ids must be a (batch, length) tensor; got shape {tuple(ids.shape)}")
+    if example_ids.numel() != ids.shape[0]:
+        raise ValueError(f"example_ids has {example_ids.numel()} entries for {ids.shape[0]} rows")
+
+
+def _mask_on_host(
+    input_ids: torch.Tensor | np.ndarray,
+    *,
+    vocab: VocabTables,
+    example_ids: torch.Tensor | np.ndarray,
+    seed: int,
+    epoch: int,
+    unit_config: UnitConfig,
+    selection: SelectionConfig,
+    corruption: CorruptionConfig,
+    attention_mask: torch.Tensor | np.ndarray | None,
+    special_tokens_mask: torch.Tensor | np.ndarray | None,
+    word_ids: torch.Tensor | np.ndarray | None,
+    given_spans: torch.Tensor | np.ndarray | None,
+    term_mask: torch.Tensor | np.ndarray | None,
+) -> MaskedBatch:
+    """The numpy pass of :func:`mask_tokens`; CPU tensors out."""
     ids, keys = _ids_and_keys(input_ids, example_ids, seed=seed, epoch=epoch)
     attention, special = as_numpy(attention_mask, bool), as_numpy(special_tokens_mask, bool)
     eligible = eligible_positions(ids, vocab, attention_mask=attention, special_tokens_mask=special)  # (B, T)
@@ -205,14 +283,16 @@ def mask_tokens(
     return MaskedBatch(
         input_ids=torch.from_numpy(inputs),
         labels=torch.from_numpy(labels),
-        target_index=flat,
-        target_outcome=codes,
-        eligible=eligible,
-        strategy_units=units,
+        target_index=torch.from_numpy(flat),
+        target_outcome=torch.from_numpy(codes),
+        eligible=torch.from_numpy(eligible),
+        strategy_units=None if units is None else torch.from_numpy(units),
     )
 
 
-def _ids_and_keys(input_ids: torch.Tensor, example_ids: torch.Tensor, *, seed: int, epoch: int) -> tuple[np.ndarray, RowKeys]:
+def _ids_and_keys(
+    input_ids: torch.Tensor | np.ndarray, example_ids: torch.Tensor | np.ndarray, *, seed: int, epoch: int
+) -> tuple[np.ndarray, RowKeys]:
     """The ``(B, T)`` int64 ids as numpy, and each row's keys.
 
     Raises:
@@ -233,8 +313,8 @@ def _select_targets(
     keys: RowKeys,
     unit_config: UnitConfig,
     selection: SelectionConfig,
-    word_ids: torch.Tensor | None,
-    given_spans: torch.Tensor | None,
+    word_ids: torch.Tensor | np.ndarray | None,
+    given_spans: torch.Tensor | np.ndarray | None,
     term_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(targets, unit map)``, both ``(B, T)``: the token strategy selects among the eligible
@@ -251,5 +331,7 @@ def _select_targets(
 
 def _nothing_to_mask(ids: np.ndarray, eligible: np.ndarray) -> MaskedBatch:
     """What masking a ``(B, 0)`` batch gives: empty outputs of the right shape."""
-    empty = np.zeros(0, dtype=np.int64)
-    return MaskedBatch(torch.from_numpy(ids.copy()), torch.from_numpy(ids.copy()), empty, empty.astype(np.int8), eligible)
+    empty = torch.zeros(0, dtype=torch.int64)
+    return MaskedBatch(
+        torch.from_numpy(ids.copy()), torch.from_numpy(ids.copy()), empty, empty.to(torch.int8), torch.from_numpy(eligible)
+    )

@@ -261,19 +261,19 @@ def audit_masking(
 
 
 def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBatch, masked: MaskedBatch) -> None:
-    outcome = masked.outcome.numpy()
+    outcome, eligible = masked.outcome.numpy(), masked.eligible.numpy()  # the audit masks on the host
     targets = outcome != Outcome.NONE
     ids = batch.input_ids
     audit.sequences += ids.shape[0]
     audit.tokens += int(batch.lengths.sum())
-    audit.eligible += int(masked.eligible.sum())
+    audit.eligible += int(eligible.sum())
     audit.targets += int(targets.sum())
     audit.outcomes.update({o: int((outcome == o).sum()) for o in (Outcome.MASK, Outcome.RANDOM, Outcome.KEEP)})
     audit.special_targets += int((targets & collator.vocab.protected[ids]).sum())
     drawn = masked.input_ids.numpy()[outcome == Outcome.RANDOM]
     audit.protected_draws += int(collator.vocab.protected[drawn].sum())
     if batch.term_mask is not None:
-        audit.term_tokens = (audit.term_tokens or 0) + int((batch.term_mask & masked.eligible).sum())
+        audit.term_tokens = (audit.term_tokens or 0) + int((batch.term_mask & eligible).sum())
         audit.term_targets += int((batch.term_mask & targets).sum())
 
     # Units: the unit map the masking used, counted and measured.
@@ -281,7 +281,7 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBa
     if config.strategy == "given" or (config.strategy == "token" and batch.term_mask is None):
         audit.unit_lengths[1] += int(targets.sum()) if config.strategy == "token" else 0
         return
-    units = masked.units
+    units = masked.units.numpy()
     starts = unit_starts(units)
     audit.units += int(starts.sum())
     audit.selected_units += int((starts & targets).sum())
@@ -293,7 +293,7 @@ def _count_batch(audit: MaskingAudit, collator: MaskingCollator, batch: PaddedBa
     elif config.strategy != "whole_word" or batch.merged_word_ids is not None:  # in words: the words they cover
         words = batch.word_ids
         assert words is not None  # word strategies always mask with word ids, and the batch returns them
-        word_starts = unit_starts(word_units(words, masked.eligible & (words >= 0)))
+        word_starts = unit_starts(word_units(words, eligible & (words >= 0)))
     _count_unit_lengths(audit, units, word_starts, starts & targets, _longest_unit(config))
 
 
