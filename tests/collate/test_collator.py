@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tokenmask import MaskingCollator
 from tokenmask.blocks.encode import encode_texts
-from tokenmask.masking import IGNORE_INDEX, CorruptionConfig, MaskingConfig, SelectionConfig, UnitConfig
+from tokenmask.masking import IGNORE_INDEX, CorruptionConfig, MaskingConfig, SelectionConfig, UnitConfig, mask_tokens
 from tokenmask.text.token_tables import tables_from_tokenizer, word_start_table
 
 FAMILIES = ["bert-base-uncased", "roberta-gpt2", "trained-wordpiece", "trained-bpe", "trained-unigram"]
@@ -390,3 +390,25 @@ def test_set_mlm_probability_changes_only_the_rate(bert_tokenizer, sample):
     assert collator.masking == MaskingConfig(units=UnitConfig(strategy="whole_word"))
     fresh = MaskingCollator(bert_tokenizer, strategy="whole_word", seed=1)
     assert torch.equal(collator(features)["labels"], fresh(features)["labels"])
+
+
+@pytest.mark.parametrize("strategy", ["token", "whole_word", "span"])
+def test_masking_on_a_device_gives_the_host_batch(bert_tokenizer, sample, strategy, monkeypatch):
+    # device= pads on the host, moves the batch and masks it there with torch: the same numbers.
+    backends = []
+
+    def spy(*args, backend, **kwargs):
+        backends.append(backend)
+        return mask_tokens(*args, backend=backend, **kwargs)
+
+    monkeypatch.setattr("tokenmask.collate.masked.mask_tokens", spy)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    features = encode_texts(sample[:12], bert_tokenizer)
+    on_host = MaskingCollator(bert_tokenizer, strategy=strategy, seed=4)(features)
+    for device in devices:
+        on_device = MaskingCollator(bert_tokenizer, strategy=strategy, seed=4, device=device)(features)
+        assert set(on_device) == set(on_host)
+        for key in ("input_ids", "attention_mask", "labels"):
+            assert on_device[key].device.type == device
+            assert torch.equal(on_device[key].cpu(), on_host[key]), key
+    assert backends == ["numpy"] + ["torch"] * len(devices)

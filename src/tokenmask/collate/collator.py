@@ -74,6 +74,10 @@ class MaskingCollator:
         ngram_max_n: ngram strategy: largest n.
         protected_ids: further token ids never to select.
         replace_counts: ``(V,)`` unigram counts for frequency-weighted random replacements.
+        device: mask on this device (e.g. ``"cuda"``): the padded batch moves there first and
+            torch masks it in place of numpy, with the same masks; the tensors returned are
+            on it. For the main process (``num_workers=0``): DataLoader workers should not
+            touch CUDA. None = numpy on the host.
         mlm, whole_word_mask, return_tensors: Hugging Face's arguments, accepted so that the
             collator drops in: ``mlm`` must be True, ``return_tensors`` "pt";
             ``whole_word_mask=True`` means ``strategy="whole_word"``.
@@ -107,6 +111,7 @@ class MaskingCollator:
         ngram_max_n: int = 3,
         protected_ids: Iterable[int] = (),
         replace_counts: np.ndarray | None = None,
+        device: str | torch.device | None = None,
         mlm: bool = True,
         whole_word_mask: bool = False,
         return_tensors: str = "pt",
@@ -131,7 +136,7 @@ class MaskingCollator:
                 per_unit=corrupt_per_unit,
             ),
         )
-        self._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts)
+        self._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts, device)
 
     @classmethod
     def from_config(
@@ -143,6 +148,7 @@ class MaskingCollator:
         pad_to_multiple_of: int | None = None,
         protected_ids: Iterable[int] = (),
         replace_counts: np.ndarray | None = None,
+        device: str | torch.device | None = None,
     ) -> MaskingCollator:
         """A collator with the settings of a typed :class:`~tokenmask.masking.MaskingConfig`.
 
@@ -157,7 +163,7 @@ class MaskingCollator:
             ValueError: ``pad_to_multiple_of`` below 1, or a tokenizer without a mask token.
         """
         collator = cls.__new__(cls)
-        collator._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts)
+        collator._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts, device)
         return collator
 
     def _setup(
@@ -168,6 +174,7 @@ class MaskingCollator:
         pad_to_multiple_of: int | None,
         protected_ids: Iterable[int],
         replace_counts: np.ndarray | None,
+        device: str | torch.device | None,
     ) -> None:
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
             raise ValueError(f"pad_to_multiple_of must be >= 1 or None; got {pad_to_multiple_of}")
@@ -177,6 +184,7 @@ class MaskingCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.epoch = 0
+        self.device = None if device is None else torch.device(device)
 
     def set_epoch(self, epoch: int) -> None:
         """Use the masks of ``epoch`` in :meth:`__call__` from now on (dynamic masking)."""
@@ -204,7 +212,7 @@ class MaskingCollator:
         out = {
             **batch.extras,
             "input_ids": masked.input_ids,
-            "attention_mask": torch.from_numpy(batch.attention_mask),
+            "attention_mask": torch.from_numpy(batch.attention_mask).to(masked.input_ids.device),
             "labels": masked.labels,
         }
         return on_tokenizer_side(out, batch.lengths, self.tokenizer)
@@ -229,6 +237,7 @@ class MaskingCollator:
             epoch=self.epoch if epoch is None else epoch,
             pad_to_multiple_of=self.pad_to_multiple_of,
             consumed=CONSUMED_KEYS | {"given_spans"},
+            device=self.device,
         )
         if self.masking.selection.min_masks_per_sequence > 0 and masked.target_index.numel() == 0:
             raise ValueError(

@@ -85,6 +85,7 @@ def mask_examples(
     pad_to_multiple_of: int | None = None,
     consumed: frozenset[str] = CONSUMED_KEYS,
     protect_spans: bool = False,
+    device: torch.device | None = None,
 ) -> tuple[PaddedBatch, MaskedBatch]:
     """Pad a list of examples and mask them (the examples are not modified).
 
@@ -104,6 +105,7 @@ def mask_examples(
         pad_to_multiple_of: round the batch width up to a multiple of this.
         consumed: keys handled here or by the caller, left out of ``PaddedBatch.extras``.
         protect_spans: never mask inside the examples' ``protected_spans``.
+        device: mask there, with torch (None: numpy on the host); the masked tensors are on it.
 
     Returns:
         ``(batch, masked)``: the right-padded ``(B, T)`` arrays, ``word_ids`` as masking used
@@ -118,19 +120,20 @@ def mask_examples(
     word_ids, special, given = _masking_inputs(features, batch, tokenizer, masking, protect_spans=protect_spans)
     merged, terms = _phrase_inputs(features, batch, masking)
     masked = mask_tokens(
-        torch.from_numpy(batch.input_ids),
+        _on(batch.input_ids, device),
         vocab=vocab,
-        example_ids=torch.from_numpy(batch.example_ids),
+        example_ids=_on(batch.example_ids, device),
         seed=seed,
         epoch=epoch,
         unit_config=masking.units,
         selection=masking.selection,
         corruption=masking.corruption,
-        attention_mask=torch.from_numpy(batch.attention_mask),
-        special_tokens_mask=_tensor(special),
-        word_ids=_tensor(word_ids if merged is None else merged),
-        given_spans=_tensor(given),
-        term_mask=_tensor(terms),
+        attention_mask=_on(batch.attention_mask, device),
+        special_tokens_mask=_tensor(special, device),
+        word_ids=_tensor(word_ids if merged is None else merged, device),
+        given_spans=_tensor(given, device),
+        term_mask=_tensor(terms, device),
+        backend="numpy" if device is None else "torch",
     )
     return replace(batch, word_ids=word_ids, merged_word_ids=merged, term_mask=terms), masked
 
@@ -191,8 +194,14 @@ def _masking_inputs(
     return word_ids, special, spans_to_array(given, batch.lengths, "given span")
 
 
-def _tensor(array: np.ndarray | None) -> torch.Tensor | None:
-    return None if array is None else torch.from_numpy(array)
+def _on(array: np.ndarray, device: torch.device | None) -> torch.Tensor:
+    """``array`` as a tensor (a view on the host), moved to ``device`` if one is given."""
+    tensor = torch.from_numpy(array)
+    return tensor if device is None else tensor.to(device, non_blocking=True)
+
+
+def _tensor(array: np.ndarray | None, device: torch.device | None) -> torch.Tensor | None:
+    return None if array is None else _on(array, device)
 
 
 def spans_to_mask(spans: np.ndarray, width: int) -> np.ndarray:
