@@ -1,5 +1,6 @@
 """Blocks on disk: what is written reads back exactly, as the training loop indexes it."""
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -66,3 +67,23 @@ def test_rejects_other_tables():
 def test_datasets_opens_the_files(stored):
     datasets = pytest.importorskip("datasets")
     assert datasets.Dataset.from_file(str(stored)).to_list() == BLOCKS
+
+
+def test_rows_in_a_batch_are_array_views_equal_to_the_single_rows(tmp_path):
+    blocks = [
+        {"input_ids": list(range(i, i + 3 + i % 4)), "word_ids": [-1] + list(range(2 + i % 4)), "id": 100 + i} for i in range(50)
+    ]
+    path = tmp_path / "blocks.arrow"
+    with BlockWriter(path, batch_blocks=7) as writer:  # several record batches: rows cross chunks
+        writer.write(blocks)
+    whole = BlockSequence.open(path)
+    for seq in (whole, whole[5:40], whole[::3], whole[:10] + whole[30:]):
+        indices = [0, len(seq) - 1, 3, -1, 3, len(seq) // 2]
+        got = seq.__getitems__(indices)
+        for index, row in zip(indices, got):
+            expected = seq[index]
+            assert set(row) == set(expected) and row["id"] == expected["id"]
+            for key in ("input_ids", "word_ids"):
+                assert isinstance(row[key], np.ndarray) and row[key].tolist() == expected[key]
+    with pytest.raises(IndexError, match="out of range"):
+        whole.__getitems__([50])

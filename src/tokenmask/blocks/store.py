@@ -1,7 +1,9 @@
 """Blocks on disk: Arrow files written a batch at a time, read back memory-mapped.
 
 :class:`BlockSequence` is what the training loop sees: ``len(x)``, ``x[i]`` (a dict of plain
-Python lists and ints, made on demand), slices and ``+`` (both views, nothing copied). The
+Python lists and ints, made on demand), ``x.__getitems__(indices)`` (a batch of rows in one
+read, as numpy views: what the training stream and DataLoaders use), slices and ``+`` (both
+views, nothing copied). The
 operating system pages the blocks in and out, so a corpus larger than memory trains as well
 as a small one. The files are Arrow IPC streams, the format ``datasets`` uses:
 ``datasets.Dataset.from_file(path)`` opens them too.
@@ -91,6 +93,38 @@ def _int32_lists(rows: list[list[int]]) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
 
 
+class _Column:
+    """One column of a block table as numpy views, chunk by chunk: rows read with no Arrow call."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        lengths = [len(chunk) for chunk in column.chunks]
+        self.starts = np.cumsum([0, *lengths])  # first row of each chunk, then the total
+        self.lists = pa.types.is_list(column.type)
+        if self.lists:
+            self.parts = [(chunk.offsets.to_numpy(), chunk.values.to_numpy()) for chunk in column.chunks]
+        else:
+            self.values = column.to_numpy()
+
+    @classmethod
+    def of(cls, blocks: BlockSequence, name: str) -> _Column:
+        """``blocks``' column ``name``, built on first use and kept with the sequence."""
+        cache: dict[str, _Column] = blocks.__dict__.setdefault("_columns", {})
+        if name not in cache:
+            cache[name] = cls(blocks.table.column(name))
+        return cache[name]
+
+    def rows(self, positions: np.ndarray) -> list[Any]:
+        """The values at ``positions`` (non-negative, in range): arrays for list columns, ints otherwise."""
+        if not self.lists:
+            return self.values[positions].tolist()
+        chunks = np.searchsorted(self.starts, positions, side="right") - 1
+        out = []
+        for chunk, row in zip(chunks.tolist(), (positions - self.starts[chunks]).tolist()):
+            offsets, values = self.parts[chunk]
+            out.append(values[offsets[row] : offsets[row + 1]])
+        return out
+
+
 def read_blocks(path: Path) -> Iterator[Block]:
     """The blocks of an Arrow file in order, one record batch in memory at a time."""
     with pa.memory_map(str(path)) as source:
@@ -136,6 +170,26 @@ class BlockSequence(Sequence[dict[str, Any]]):
         if not 0 <= position < len(self):
             raise IndexError(f"block index {index} out of range for {len(self)} blocks")
         return self.table.slice(position, 1).to_pylist()[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The blocks at ``indices``; token columns come as read-only int32 numpy views of the
+        mapped file, never as Python lists (torch's DataLoader calls this for a batch when a
+        dataset has it; the training stream does too).
+
+        ``x.__getitems__([3, 0])  ->  [{"input_ids": array([...], dtype=int32), ..., "id": 3}, {...}]``
+
+        Raises:
+            IndexError: an index outside ``[-len(x), len(x))``.
+        """
+        positions = np.asarray(indices, dtype=np.int64)
+        if positions.size and (positions.min() < -len(self) or positions.max() >= len(self)):
+            raise IndexError(f"block indices out of range for {len(self)} blocks")
+        positions = np.where(positions < 0, positions + len(self), positions)
+        columns = {name: _Column.of(self, name).rows(positions) for name in self.table.column_names}
+        return [dict(zip(columns, row)) for row in zip(*columns.values())]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"table": self.table}  # the column views are rebuilt where the sequence lands
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for batch in self.table.to_batches(max_chunksize=1024):

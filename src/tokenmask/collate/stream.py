@@ -122,7 +122,14 @@ class MicroBatches(IterableDataset):
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         for epoch, chosen in self.indices(worker, workers):
             masks_of = epoch % self.dupe_factor if self.dupe_factor else epoch  # static / dynamic masking
-            yield self.collator.collate([self.examples[i] for i in chosen], epoch=masks_of)
+            yield self.collator.collate(fetch(self.examples, chosen), epoch=masks_of)
+
+
+def fetch(examples: Sequence[Feature], indices: list[int]) -> list[Feature]:
+    """``[examples[i] for i in indices]``, in one call where the sequence reads batches
+    (``__getitems__``, as torch's DataLoader uses: the block store's rows come as numpy views)."""
+    getitems = getattr(examples, "__getitems__", None)
+    return list(getitems(indices)) if getitems is not None else [examples[i] for i in indices]
 
 
 def micro_batches(stream: MicroBatches, *, workers: int = 0) -> Iterator[dict[str, Any]]:
