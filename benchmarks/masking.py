@@ -6,6 +6,8 @@ Measured, in tokens per second (tokens = real, non-padding tokens of the batch, 
 - ``collator token``: ``MaskingCollator.__call__`` vs ``DataCollatorForLanguageModeling.__call__``
   on a list of dicts (ragged rows, padded by the collator);
 - ``collator whole-word``: the same with ``strategy="whole_word"`` / ``whole_word_mask=True``;
+- ``collator token, arrays`` / ``collator whole-word, arrays``: the same with the rows as int32
+  numpy arrays (as the block store and ``datasets`` in numpy format give them) on both sides;
 - ``bare token``: :func:`tokenmask.masking.mask_tokens` vs HF ``torch_mask_tokens`` on padded
   tensors with a precomputed special-tokens mask;
 - ``bare whole-word``: ``mask_tokens(..., unit_config=UnitConfig("whole_word"))`` vs HF
@@ -56,7 +58,13 @@ MLM_PROBABILITY = 0.15
 SHORT_SHARE = 0.3  # share of rows shorter than the batch width
 RATE_TOLERANCE = 0.03  # sanity: selected share of eligible tokens within 0.15 ± this
 SCENES_PER_CHUNK = 32  # scenes tokenized at a time while building rows
-TARGETS: dict[str, float] = {"collator token": 10.0, "collator whole-word": 30.0, "bare token": 4.0}
+TARGETS: dict[str, float] = {
+    "collator token": 20.0,
+    "collator whole-word": 30.0,
+    "collator token, arrays": 20.0,
+    "collator whole-word, arrays": 30.0,
+    "bare token": 4.0,
+}
 
 HF_WHOLE_WORD_NEEDS = (
     "transformers {version}: whole_word_mask=True finds words from 'offset_mapping' (a token "
@@ -84,6 +92,9 @@ class Inputs:
     ours_features: list[dict[str, Any]]
     hf_token_features: list[dict[str, Any]]
     hf_word_features: list[dict[str, Any]]
+    ours_array_features: list[dict[str, Any]]  # the same rows as int32 numpy arrays
+    hf_token_array_features: list[dict[str, Any]]
+    hf_word_array_features: list[dict[str, Any]]
     input_ids: torch.Tensor  # (B, T) int64, right-padded
     special_tokens_mask: torch.Tensor  # (B, T) bool: [CLS], [SEP] and padding
     word_ids: torch.Tensor  # (B, T) int64, -1 on specials and padding
@@ -183,13 +194,15 @@ def make_inputs(tokenizer: PreTrainedTokenizerFast, batch: int, width: int, seed
     special = torch.isin(input_ids, torch.tensor([tokenizer.cls_token_id, tokenizer.sep_token_id]))
     lengths = torch.tensor([len(r.input_ids) for r in rows])
     real = torch.arange(width)[None, :] < lengths[:, None]
+    padded_offsets = pad([r.offsets for r in rows], width, (0, 0))
+    arrays = [(np.asarray(r.input_ids, dtype=np.int32), np.asarray(r.word_ids, dtype=np.int32)) for r in rows]
     return Inputs(
         ours_features=[{"input_ids": r.input_ids, "word_ids": r.word_ids, "id": i} for i, r in enumerate(rows)],
         hf_token_features=[{"input_ids": r.input_ids} for r in rows],
-        hf_word_features=[
-            {"input_ids": r.input_ids, "offset_mapping": padded}
-            for r, padded in zip(rows, pad([r.offsets for r in rows], width, (0, 0)))
-        ],
+        hf_word_features=[{"input_ids": r.input_ids, "offset_mapping": o} for r, o in zip(rows, padded_offsets)],
+        ours_array_features=[{"input_ids": ids, "word_ids": words, "id": i} for i, (ids, words) in enumerate(arrays)],
+        hf_token_array_features=[{"input_ids": ids} for ids, _ in arrays],
+        hf_word_array_features=[{"input_ids": ids, "offset_mapping": o} for (ids, _), o in zip(arrays, padded_offsets)],
         input_ids=input_ids,
         special_tokens_mask=special | ~real,
         word_ids=word_ids,
@@ -251,7 +264,7 @@ def hf_bare(sides: Sides, x: Inputs, *, whole_word: bool) -> tuple[torch.Tensor,
 
 
 def cases(sides: Sides, x: Inputs) -> list[Case]:
-    """The four comparisons on batch ``x``."""
+    """The six comparisons on batch ``x``."""
     return [
         Case(
             "collator token",
@@ -262,6 +275,16 @@ def cases(sides: Sides, x: Inputs) -> list[Case]:
             "collator whole-word",
             lambda: sides.ours_word(x.ours_features),
             lambda: sides.hf_word(x.hf_word_features),
+        ),
+        Case(
+            "collator token, arrays",
+            lambda: sides.ours_token(x.ours_array_features),
+            lambda: sides.hf_token(x.hf_token_array_features),
+        ),
+        Case(
+            "collator whole-word, arrays",
+            lambda: sides.ours_word(x.ours_array_features),
+            lambda: sides.hf_word(x.hf_word_array_features),
         ),
         Case(
             "bare token",
@@ -342,6 +365,14 @@ def sanity(sides: Sides, x: Inputs) -> dict[str, dict[str, float]]:
         rates[what] = {
             "ours": check_labels(f"ours {what}", ours, x, whole_word=whole_word),
             "hf": check_labels(f"HF {what}", hf, x, whole_word=whole_word),
+        }
+        from_arrays = collator(x.ours_array_features)["labels"]
+        require(torch.equal(from_arrays, ours), f"{what}: array rows gave other labels than list rows")
+        hf_features = x.hf_word_array_features if whole_word else x.hf_token_array_features
+        hf_arrays = (sides.hf_word if whole_word else sides.hf_token)(hf_features)["labels"]
+        rates[f"{what}, arrays"] = {
+            "ours": check_labels(f"ours {what}, arrays", from_arrays, x, whole_word=whole_word),
+            "hf": check_labels(f"HF {what}, arrays", hf_arrays, x, whole_word=whole_word),
         }
     for what, whole_word in (("bare token", False), ("bare whole-word", True)):
         masked = ours_bare(sides, x, whole_word=whole_word)
