@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from transformers import BatchEncoding
 
 from tokenmask import MaskingCollator
 from tokenmask.blocks.encode import encode_texts
@@ -316,7 +317,9 @@ def test_hugging_face_keywords(bert_tokenizer, sample):
     with pytest.raises(ValueError, match="mlm=True"):
         MaskingCollator(bert_tokenizer, mlm=False)
     with pytest.raises(ValueError, match="return_tensors"):
-        MaskingCollator(bert_tokenizer, return_tensors="np")
+        MaskingCollator(bert_tokenizer, return_tensors="tf")
+    with pytest.raises(ValueError, match="does not go with device"):
+        MaskingCollator(bert_tokenizer, return_tensors="np", device="cpu")
     with pytest.raises(ValueError, match="conflicts"):
         MaskingCollator(bert_tokenizer, whole_word_mask=True, strategy="span")
 
@@ -412,3 +415,35 @@ def test_masking_on_a_device_gives_the_host_batch(bert_tokenizer, sample, strate
             assert on_device[key].device.type == device
             assert torch.equal(on_device[key].cpu(), on_host[key]), key
     assert backends == ["numpy"] + ["torch"] * len(devices)
+
+
+def test_the_hugging_face_call_forms(bert_tokenizer, sample):
+    # DataCollatorForLanguageModeling(tokenizer, mlm, whole_word_mask, mlm_probability, ...) positionally,
+    # examples as dicts, BatchEncodings or plain id sequences, a BatchEncoding back, "pt" or "np".
+    features = encode_texts(sample[:8], bert_tokenizer)
+    by_keywords = MaskingCollator(bert_tokenizer, whole_word_mask=True, mlm_probability=0.3, seed=5)
+    positional = MaskingCollator(bert_tokenizer, True, True, 0.3, 0.8, 0.1, None, "pt", 5)
+    expected = by_keywords(features)
+    got = positional(features)
+    assert isinstance(got, BatchEncoding) and torch.equal(got["labels"], expected["labels"])
+
+    ids_only = [{"input_ids": f["input_ids"]} for f in features]
+    token = MaskingCollator(bert_tokenizer, seed=2)
+    from_dicts = token(ids_only)
+    for form in ([f["input_ids"] for f in features], [np.array(f["input_ids"]) for f in features],
+                 [torch.tensor(f["input_ids"]) for f in features]):  # fmt: skip
+        from_ids = token(form)
+        assert torch.equal(from_ids["input_ids"], from_dicts["input_ids"]) and torch.equal(
+            from_ids["labels"], from_dicts["labels"]
+        )
+    from_encodings = token([bert_tokenizer(text) for text in sample[:8]])
+    assert from_encodings["input_ids"].shape[0] == 8 and (from_encodings["labels"] != IGNORE_INDEX).any()
+
+    as_numpy = token(ids_only, return_tensors="np")
+    assert isinstance(as_numpy, BatchEncoding)
+    for key in ("input_ids", "attention_mask", "labels"):
+        assert isinstance(as_numpy[key], np.ndarray) and np.array_equal(as_numpy[key], from_dicts[key].numpy())
+    numpy_default = MaskingCollator(bert_tokenizer, seed=2, return_tensors="np")(ids_only)
+    assert isinstance(numpy_default["labels"], np.ndarray)
+    with pytest.raises(ValueError, match="return_tensors"):
+        token(ids_only, return_tensors="jax")

@@ -6,12 +6,12 @@ collator keeps the settings and the epoch, and returns tensors with MLM labels.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import BatchEncoding, PreTrainedTokenizerBase
 
 from tokenmask.collate.masked import checked_epoch, mask_examples, on_tokenizer_side
 from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch
@@ -78,9 +78,10 @@ class MaskingCollator:
             torch masks it in place of numpy, with the same masks; the tensors returned are
             on it. For the main process (``num_workers=0``): DataLoader workers should not
             touch CUDA. None = numpy on the host.
-        mlm, whole_word_mask, return_tensors: Hugging Face's arguments, accepted so that the
-            collator drops in: ``mlm`` must be True, ``return_tensors`` "pt";
-            ``whole_word_mask=True`` means ``strategy="whole_word"``.
+        mlm, whole_word_mask, return_tensors: Hugging Face's arguments, so that the collator
+            drops in (the arguments up to ``seed`` may be positional, in Hugging Face's order):
+            ``mlm`` must be True; ``whole_word_mask=True`` means ``strategy="whole_word"``;
+            ``return_tensors`` is "pt" or "np" (numpy arrays).
 
     Raises:
         ValueError: any setting out of range, or a tokenizer without a mask token.
@@ -95,12 +96,15 @@ class MaskingCollator:
     def __init__(
         self,
         tokenizer: PreTrainedTokenizerBase,
-        *,
+        mlm: bool = True,
+        whole_word_mask: bool = False,
         mlm_probability: float = 0.15,
         mask_replace_prob: float = 0.8,
         random_replace_prob: float = 0.1,
         pad_to_multiple_of: int | None = None,
+        return_tensors: str = "pt",
         seed: int = 0,
+        *,
         strategy: Strategy = "token",
         selection: SelectionMode = "bernoulli",
         min_masks_per_sequence: int = 1,
@@ -112,11 +116,8 @@ class MaskingCollator:
         protected_ids: Iterable[int] = (),
         replace_counts: np.ndarray | None = None,
         device: str | torch.device | None = None,
-        mlm: bool = True,
-        whole_word_mask: bool = False,
-        return_tensors: str = "pt",
     ) -> None:
-        strategy = _hugging_face_strategy(strategy, mlm=mlm, whole_word_mask=whole_word_mask, return_tensors=return_tensors)
+        strategy = _hugging_face_strategy(strategy, mlm=mlm, whole_word_mask=whole_word_mask)
         masking = MaskingConfig(
             units=UnitConfig(
                 strategy=strategy,
@@ -137,6 +138,7 @@ class MaskingCollator:
             ),
         )
         self._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts, device)
+        self.return_tensors = _checked_tensors(return_tensors, self.device)
 
     @classmethod
     def from_config(
@@ -164,6 +166,7 @@ class MaskingCollator:
         """
         collator = cls.__new__(cls)
         collator._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts, device)
+        collator.return_tensors = "pt"
         return collator
 
     def _setup(
@@ -197,9 +200,17 @@ class MaskingCollator:
         """
         self.masking = self.masking.at_rate(float(mlm_probability))
 
-    def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
-        """:meth:`collate` with the epoch of the last :meth:`set_epoch` (0 before any)."""
-        return self.collate(features, epoch=self.epoch)
+    def __call__(self, features: Sequence[Feature | Sequence[int]], return_tensors: str | None = None) -> BatchEncoding:
+        """:meth:`collate` with the epoch of the last :meth:`set_epoch` (0 before any), as
+        Hugging Face's collators answer: a ``BatchEncoding`` of tensors (``return_tensors``
+        "pt", the default) or of numpy arrays ("np"). An example may also be a plain sequence of
+        ids (a list, array or tensor), read as ``{"input_ids": ids}``."""
+        tensors = self.return_tensors if return_tensors is None else _checked_tensors(return_tensors, self.device)
+        examples = [f if isinstance(f, Mapping) else {"input_ids": f} for f in features]
+        batch = self.collate(examples, epoch=self.epoch)
+        if tensors == "np":
+            batch = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        return BatchEncoding(batch)
 
     def collate(self, features: Sequence[Feature], *, epoch: int) -> dict[str, Any]:
         """The batch of ``features`` with the masks of ``epoch``; the collator is not changed.
@@ -247,20 +258,31 @@ class MaskingCollator:
         return batch, masked
 
 
-def _hugging_face_strategy(strategy: Strategy, *, mlm: bool, whole_word_mask: bool, return_tensors: str) -> Strategy:
+def _checked_tensors(return_tensors: str, device: torch.device | None) -> str:
+    """``return_tensors`` if tokenmask gives it: "pt", or "np" for a collator masking on the host.
+
+    Raises:
+        ValueError: another framework, or "np" with a device.
+    """
+    if return_tensors not in ("pt", "np"):
+        raise ValueError(f"return_tensors must be 'pt' (PyTorch tensors) or 'np' (numpy arrays); got {return_tensors!r}")
+    if return_tensors == "np" and device is not None:
+        raise ValueError(f"return_tensors='np' gives host arrays: it does not go with device={device}")
+    return return_tensors
+
+
+def _hugging_face_strategy(strategy: Strategy, *, mlm: bool, whole_word_mask: bool) -> Strategy:
     """The strategy, once Hugging Face's arguments are checked: ``whole_word_mask=True`` means 'whole_word'.
 
     Raises:
-        ValueError: ``mlm=False``, tensors other than PyTorch's, or ``whole_word_mask`` with
-            another strategy than 'token' or 'whole_word'.
+        ValueError: ``mlm=False``, or ``whole_word_mask`` with another strategy than 'token'
+            or 'whole_word'.
     """
     if not mlm:
         raise ValueError(
             "MaskingCollator is for masked-language modelling (mlm=True); for causal-LM "
             "labels use transformers' DataCollatorForLanguageModeling(mlm=False)"
         )
-    if return_tensors != "pt":
-        raise ValueError(f"return_tensors must be 'pt' (PyTorch tensors); got {return_tensors!r}")
     if whole_word_mask:
         if strategy not in ("token", "whole_word"):
             raise ValueError(f"whole_word_mask=True conflicts with strategy={strategy!r}")

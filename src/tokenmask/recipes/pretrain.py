@@ -138,7 +138,7 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
     evaluation_blocks = (blocks.validation or blocks.train)[: config.eval_blocks]
     check_blocks(blocks, evaluation_blocks, eval_collator.vocab.protected, batch_size=loop.batch_size, processes=shard.world)
 
-    baseline = unigram_baseline(eval_collator(chunk) for chunk in batched(evaluation_blocks, loop.batch_size))
+    baseline = unigram_baseline(eval_collator.collate(chunk, epoch=0) for chunk in batched(evaluation_blocks, loop.batch_size))
     horizon_now: list[int | None] = [None]  # the schedule's horizon, once the loop has fitted it
     guard = PlateauGuard(
         baseline, token=token_text(tokenizer, baseline.token_id), from_init=bool(config.init), lr=loop.lr,
