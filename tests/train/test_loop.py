@@ -113,7 +113,15 @@ def test_same_seed_same_run(corpus, tmp_path):
     assert [e["eval_loss"] for e in a.evaluations] == [e["eval_loss"] for e in b.evaluations]
 
 
-def test_cli_pretrain_evaluate_fill(corpus, tmp_path, capsys):
+def test_cli_pretrain_evaluate_fill(corpus, tmp_path, capsys, monkeypatch):
+    asked = []  # evaluate and fill run where inference_device says (the GPU when there is one)
+
+    def device_here():
+        asked.append(True)
+        return torch.device("cpu")
+
+    monkeypatch.setattr("tokenmask.use.evaluate.inference_device", device_here)
+    monkeypatch.setattr("tokenmask.use.fill.inference_device", device_here)
     out = tmp_path / "cli"
     argv = [
         "pretrain",
@@ -136,12 +144,15 @@ def test_cli_pretrain_evaluate_fill(corpus, tmp_path, capsys):
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "trained 8 steps" in printed and "guesses:" in printed
+    before = len(asked)  # the run's fill-mask demo asked too
     assert main(["evaluate", str(out / "model"), str(corpus), "--max-length", "64", "--max-blocks", "16", "--json"]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["targets"] > 0 and 0 <= metrics["accuracy"] <= 1 and metrics["perplexity"] > 1
+    assert len(asked) == before + 1
     assert main(["fill", str(out / "model"), "to be or not to <mask>", "--json", "--top-k", "3"]) == 0
     fill = json.loads(capsys.readouterr().out)
     assert len(fill["predictions"]) == 1 and len(fill["predictions"][0]) == 3
+    assert len(asked) == before + 2
     assert main(["fill", str(out / "model"), "no mask here"]) == 2
     assert "no mask" in capsys.readouterr().err
 

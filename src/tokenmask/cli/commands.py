@@ -248,12 +248,14 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    import torch
+
     from tokenmask.blocks.config import BlocksConfig
     from tokenmask.blocks.load import load_blocks, load_phrases
     from tokenmask.collate.collator import MaskingCollator
     from tokenmask.text.config import ReadingConfig
     from tokenmask.train.models import load_model, paired_tokenizer
-    from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm, pseudo_perplexity
+    from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm, inference_device, pseudo_perplexity
 
     tokenizer = paired_tokenizer(args.model, args.tokenizer)
     shape = config_from(BlocksConfig, args)
@@ -266,10 +268,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # a corpus given is evaluated whole (its first blocks); the bundled plays on their held-out side
     sides = (blocks.train, blocks.validation) if args.corpus else (blocks.validation,)
     data = list(itertools.islice(itertools.chain(*sides), args.max_blocks))
-    metrics = evaluate_mlm(model, data, collator, batch_size=32)
+    device = inference_device()
+    torch.nn.Module.to(model, device)  # (transformers' typing of .to wants a dtype or device kwarg)
+    metrics = evaluate_mlm(model, data, collator, batch_size=32, device=device)
     pseudo = None
     if args.pseudo_perplexity:
-        pseudo = pseudo_perplexity(model, data, tokenizer, max_tokens=args.max_tokens)
+        pseudo = pseudo_perplexity(model, data, tokenizer, max_tokens=args.max_tokens, device=device)
     if args.json:
         report = {"model": str(args.model), "blocks": len(data), **metrics.as_dict()}
         print(json.dumps({**report, **(pseudo.as_dict() if pseudo else {})}, indent=2))

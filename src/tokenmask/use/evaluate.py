@@ -37,6 +37,11 @@ def evaluating(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
         model.train(was_training)
 
 
+def inference_device() -> torch.device:
+    """Where evaluation and fill-mask run: the GPU when there is one, else the CPU."""
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
 def tensors_on(batch: Mapping[str, Any], device: torch.device | str) -> dict[str, torch.Tensor]:
     """The tensors of a collated batch, moved to ``device`` (lists and strings are left out)."""
     return {key: value.to(device) for key, value in batch.items() if isinstance(value, torch.Tensor)}

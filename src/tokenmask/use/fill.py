@@ -12,12 +12,14 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
 from tokenmask.text.token_tables import require_mask_token
 from tokenmask.train.models import check_fits
+from tokenmask.use.evaluate import inference_device
 
 _MASK_SPELLINGS = re.compile(r"\[MASK\]|<mask>", re.IGNORECASE)
 
 
 def load_fill_mask(model_dir: str | Path):
-    """A ``pipeline("fill-mask")`` on a local checkpoint folder (no hub, no remote code).
+    """A ``pipeline("fill-mask")`` on a local checkpoint folder (no hub, no remote code), on
+    the GPU when there is one.
 
     Raises:
         ValueError: the folder's tokenizer has no mask token, or more ids than the model has embeddings.
@@ -26,7 +28,7 @@ def load_fill_mask(model_dir: str | Path):
     require_mask_token(tokenizer)
     model = AutoModelForMaskedLM.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
     check_fits(model, vocab_size=len(tokenizer), max_length=None, name=str(model_dir))
-    return pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+    return pipeline("fill-mask", model=model, tokenizer=tokenizer, device=inference_device())
 
 
 def fill_mask(fill, text: str, *, top_k: int = 5) -> list[list[dict[str, Any]]]:
