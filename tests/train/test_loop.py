@@ -379,3 +379,15 @@ def test_worker_processes_collate_the_same_batches(corpus, tmp_path):
     assert step_losses(tmp_path / "workers") == step_losses(tmp_path / "alone")
     for name, value in alone.model.state_dict().items():
         assert torch.equal(value, workers.model.state_dict()[name]), name
+
+
+def test_compile_compiles_the_encoder_in_place(corpus, tmp_path, monkeypatch):
+    # The real compilation takes about a minute here: a spy records what --compile compiles.
+    compiled = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda module, *args, **kwargs: compiled.append(type(module).__name__))
+    out = tmp_path / "compiled"
+    argv = ["pretrain", str(corpus), "--output", str(out), "--max-steps", "2", "--batch-size", "4", "--max-length", "32",
+            "--eval-every", "2", "--eval-blocks", "4", "--preset", "bert-tiny", "--compile"]  # fmt: skip
+    assert main(argv) == 0
+    assert compiled == ["BertModel"]  # the encoder the sparse head calls, not BertForMaskedLM's unused forward
+    assert yaml.safe_load((out / "config.yaml").read_text())["compile"] is True

@@ -62,6 +62,11 @@ class LoopConfig:
         "auto", help="auto = bf16 autocast where the hardware has it (recent GPUs, AMX/AVX512-BF16 CPUs), else fp32"
     )
     cpu: bool = setting(False, help="train on the CPU even if a GPU is present")
+    compile: bool = setting(
+        False,
+        help="compile the encoder with torch.compile: its first step takes a while (about a minute on 2 CPU cores); "
+        "for GPUs and long runs",
+    )
     max_bad_steps: int = setting(
         5, help="stop after this many steps in a row with a NaN or infinite loss or gradient (each is skipped)", ge=1
     )

@@ -54,6 +54,15 @@ def split_masked_lm(model: nn.Module) -> SplitMaskedLM | None:
     return None
 
 
+def compile_encoder(model: nn.Module) -> None:
+    """``torch.compile`` the encoder of ``model`` in place (the whole model for an unknown
+    architecture). In place, so the weights keep their names in checkpoints; the encoder is
+    what the sparse head calls, so compiling the model's own ``forward`` would go unused."""
+    parts = split_masked_lm(model)
+    encoder = parts.encoder if parts is not None else model
+    encoder.compile()
+
+
 @dataclass(frozen=True)
 class MlmLoss:
     """Sums over the targets of a batch; divide by the step's target count to get the loss.

@@ -25,6 +25,7 @@ from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_model
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.groups import HeadWarmup, lr_multipliers, parameter_groups
+from tokenmask.train.heads import compile_encoder
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
 from tokenmask.train.parallel import LossModule, gathered_rng_states, make_accelerator, restore_rng_state, summed
@@ -288,6 +289,8 @@ def _build(
         checkpoint = resume_checkpoint(output, reporter.message) if config.resume else None
         job = build(checkpoint, shard)
     job.model.train()  # from_pretrained gives a model in evaluation mode: no dropout, unlike a fresh one
+    if config.compile:
+        compile_encoder(job.model)
     if config.overwrite and not config.resume:
         accelerator.wait_for_everyone()  # every process has loaded what it needs (--init may name OUTPUT/model)
         if shard.is_main:
