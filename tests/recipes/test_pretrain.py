@@ -6,9 +6,12 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from tokenmask.blocks.entry import PretrainBlocks
-from tokenmask.recipes.pretrain import check_blocks
+from tokenmask.recipes.config import PretrainConfig
+from tokenmask.recipes.pretrain import check_blocks, loader_workers
+from tokenmask.train.config import LoopConfig
 
 PROTECTED = np.array([True, True, False, False])  # ids 0 and 1 are special: never masked
 
@@ -54,3 +57,12 @@ def test_evaluation_blocks_with_nothing_to_mask_are_refused():
     with pytest.raises(ValueError, match="^the validation blocks hold no token that may be masked"):
         check_blocks(only_specials, only_specials.validation, PROTECTED, batch_size=2)
     check_blocks(blocks(4, 1), blocks(4, 1).validation, PROTECTED, batch_size=2)
+
+
+@pytest.mark.parametrize(
+    "given, device, rate_end, expected",
+    [(None, "cuda", None, 2), (None, "cpu", None, 0), (None, "cuda", 0.15, 0), (3, "cpu", None, 3), (0, "cuda", None, 0)],
+)
+def test_workers_default_to_two_on_a_gpu_and_none_on_a_cpu(given, device, rate_end, expected):
+    config = PretrainConfig(loop=LoopConfig(output="o"), num_workers=given, mlm_probability_end=rate_end)
+    assert loader_workers(config, torch.device(device)) == expected

@@ -73,8 +73,11 @@ class PretrainConfig:
         "token-level 80/10/10 at that rate with the seed-0 masks, the same for every run on the data whatever its "
         "strategy, corruption or seed (what tokenmask study scores), the own-masking score logged beside as eval_own_*",
     )
-    num_workers: int = setting(
-        0, help="DataLoader worker processes that collate and mask batches (0 = in the training process)", ge=0
+    num_workers: int | None = setting(
+        None,
+        help="DataLoader worker processes that collate and mask batches (0 = in the training process; "
+        "none = 2 on a GPU, where collating beside the step pays, and 0 on a CPU, whose cores train)",
+        ge=0,
     )
 
     def __post_init__(self) -> None:

@@ -168,12 +168,21 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
             blocks.train, collator, batch_size=loop.batch_size, seed=loop.seed, dupe_factor=config.dupe_factor,
             skip=skip, shard=shard,
         )  # fmt: skip
-        return micro_batches(stream, workers=config.num_workers)
+        device = next(model.parameters()).device
+        return micro_batches(stream, workers=loader_workers(config, device), pin_memory=device.type == "cuda")
 
     return Job(
         model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step,
         card=pretrain_card(config, blocks, evaluation_blocks, command),
     )  # fmt: skip
+
+
+def loader_workers(config: PretrainConfig, device: torch.device) -> int:
+    """DataLoader workers for the run: ``config.num_workers``, or by default 2 on a GPU (0 with a
+    masking-rate schedule, which workers would not see) and 0 on a CPU."""
+    if config.num_workers is not None:
+        return config.num_workers
+    return 2 if device.type == "cuda" and config.mlm_probability_end is None else 0
 
 
 def check_blocks(

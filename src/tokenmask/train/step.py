@@ -67,7 +67,7 @@ def backward_step(
         if accelerator is None:
             total = loss(model, batch)
         else:
-            batch = {k: v.to(accelerator.device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+            batch = {k: v.to(accelerator.device, non_blocking=True) for k, v in batch.items() if isinstance(v, torch.Tensor)}
             synchronise = number == len(micro_batches)  # DDP: all-reduce gradients once per step
             with nullcontext() if synchronise else accelerator.no_sync(model):
                 with accelerator.autocast():
