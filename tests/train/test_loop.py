@@ -321,7 +321,7 @@ def test_bf16_autocast_runs_close_to_fp32(corpus, tmp_path):
         ({"lr": -1.0}, "lr must be > 0; got -1.0"),
         ({"max_tokens": 0}, "max_tokens must be >= 1"),
         ({"mlm_probability_end": 1.5}, "mlm_probability_end must be in"),
-        ({"precision": "fp16"}, "precision must be"),
+        ({"precision": "fp8"}, "precision must be"),
     ],
 )
 def test_config_names_the_bad_setting(overrides, message, tmp_path):

@@ -14,7 +14,7 @@ from tokenmask.settings import check, setting
 DEFAULT_MINUTES = 9.0
 """The time limit of a run given no limit at all: about 10 minutes in all on 2 CPU cores."""
 
-Precision = Literal["auto", "fp32", "bf16"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,9 @@ class LoopConfig:
     overwrite: bool = setting(False, help="start afresh in an OUTPUT that already holds a run")
     seed: int = setting(0, help="random seed (model init, order, masks, dropout)", ge=0)
     precision: Precision = setting(
-        "auto", help="auto = bf16 autocast where the hardware has it (recent GPUs, AMX/AVX512-BF16 CPUs), else fp32"
+        "auto",
+        help="auto = bf16 autocast where the hardware has it (recent GPUs, AMX/AVX512-BF16 CPUs), else fp32; "
+        "fp16 = fp16 autocast with a gradient scaler, for GPUs without bf16 (V100, T4)",
     )
     cpu: bool = setting(False, help="train on the CPU even if a GPU is present")
     compile: bool = setting(

@@ -40,7 +40,7 @@ from tokenmask.train.runs import (
     write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
-from tokenmask.train.step import LossFunction, backward_step, count_targets
+from tokenmask.train.step import LossFunction, backward_step, count_targets, optimizer_step
 
 __all__ = ["Job", "NonFiniteSteps", "QuietReporter", "Reporter", "TrainResult", "train"]
 
@@ -121,10 +121,12 @@ def _save(
     result: TrainResult,
     rng: list[dict[str, Any]],
     *,
+    scaler: torch.amp.GradScaler | None = None,
     keep: int = 2,
     report: Callable[[str], None] = lambda text: None,
 ) -> None:
-    """A resumable checkpoint of the run at ``result.steps`` (:func:`~tokenmask.train.runs.save_resumable`)."""
+    """A resumable checkpoint of the run at ``result.steps`` (:func:`~tokenmask.train.runs.save_resumable`),
+    with the fp16 gradient scaler's state when there is one."""
     state = {
         "step": result.steps,
         "tokens": result.tokens,
@@ -132,6 +134,7 @@ def _save(
         **schedule.state(),
         "seconds": result.seconds,
         "rng": rng,
+        **({"scaler": scaler.state_dict()} if scaler is not None else {}),
     }
     save_resumable(output, model, tokenizer, state, keep_last=keep, report=report)
 
@@ -176,7 +179,7 @@ def train(
     schedule = Schedule(config)
     result = TrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
     if checkpoint is not None:
-        _restore(checkpoint, optimizer, schedule, result, shard, reporter)
+        _restore(checkpoint, optimizer, schedule, result, shard, reporter, scaler=accelerator.scaler)
     multipliers = lr_multipliers(
         optimizer.param_groups, schedule, head_warmup_steps=config.head_warmup_steps, ramp_steps=lambda: schedule.warmup_steps
     )  # one per group: layer-wise scale; the body still during a head-only warm-up
@@ -208,7 +211,10 @@ def train(
     def save() -> Path:
         rng = gathered_rng_states(accelerator)  # a collective: every process takes part
         if shard.is_main:
-            _save(output, model, job.tokenizer, optimizer, schedule, result, rng, keep=config.keep_last, report=reporter.message)
+            _save(
+                output, model, job.tokenizer, optimizer, schedule, result, rng,
+                scaler=accelerator.scaler, keep=config.keep_last, report=reporter.message,
+            )  # fmt: skip
         return output / CHECKPOINTS / f"step-{result.steps}"
 
     def main_clock(*also: float) -> tuple[float, ...]:
@@ -231,26 +237,24 @@ def train(
                     accelerator, wrapped, micro_batches, shard,
                     shared=[*main_clock(evaluation_seconds), signals.received is not None],
                 )  # fmt: skip
-                finite = math.isfinite(loss) and math.isfinite(norm)
-                if finite:
-                    optimizer.step()
+                finite, bad = optimizer_step(accelerator, optimizer, loss, norm)
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
                 result.steps += 1
                 result.tokens += int(tokens)
                 result.seconds = elapsed
-                bad_in_a_row = 0 if finite else bad_in_a_row + 1
+                bad_in_a_row = bad_in_a_row + 1 if bad else 0
                 record = {
                     "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": max(scheduler.get_last_lr()),
                     "targets": int(targets), **extra, "seconds": elapsed, "data_seconds": data_seconds,
                 }  # fmt: skip
                 if not finite:  # JSON has no NaN: null, and the reason
-                    record.update(
-                        loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped="non-finite loss or gradient"
-                    )
+                    record.update(loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped=_why_skipped(accelerator))
                 log.write(record)
                 if not finite:
-                    reporter.message(f"step {result.steps}: loss {loss} / gradient norm {norm} not finite: step skipped")
+                    reporter.message(
+                        f"step {result.steps}: loss {loss} / gradient norm {norm}: step skipped ({record['skipped']})"
+                    )
                     if bad_in_a_row >= config.max_bad_steps:
                         raise NonFiniteSteps(_non_finite_message(config, output, result.steps))
                 pace.after_step(schedule, result.steps, result.tokens, elapsed, elapsed - evaluated)
@@ -295,7 +299,7 @@ def _build(
         accelerator.wait_for_everyone()  # every process has loaded what it needs (--init may name OUTPUT/model)
         if shard.is_main:
             clear_old_run(output)  # only now that the new run's input proved good
-    precision = "bf16 autocast" if accelerator.mixed_precision == "bf16" else "fp32"
+    precision = {"bf16": "bf16 autocast", "fp16": "fp16 autocast with a gradient scaler"}.get(accelerator.mixed_precision, "fp32")
     place = f"{shard.world} processes ({accelerator.distributed_type.value}), " if shard.world > 1 else ""
     reporter.message(
         f"model: {sum(p.numel() for p in job.model.parameters()):,} parameters, {place}{accelerator.device}, {precision}"
@@ -308,10 +312,16 @@ def _build(
     return job, checkpoint
 
 
-def _restore(checkpoint: Path, optimizer, schedule: Schedule, result: TrainResult, shard: Shard, reporter: Reporter) -> None:
-    """Continue where ``checkpoint`` stopped: optimizer, schedule, step, tokens, this process's random state."""
+def _restore(
+    checkpoint: Path, optimizer, schedule: Schedule, result: TrainResult, shard: Shard, reporter: Reporter,
+    *, scaler: torch.amp.GradScaler | None = None,
+) -> None:  # fmt: skip
+    """Continue where ``checkpoint`` stopped: optimizer, schedule, step, tokens, this process's
+    random state, and the fp16 gradient scaler when both the run and the checkpoint have one."""
     state = load_state(checkpoint)
     optimizer.load_state_dict(state["optimizer"])
+    if scaler is not None and "scaler" in state:
+        scaler.load_state_dict(state["scaler"])
     if not restore_rng_state(state["rng"], shard.rank):
         reporter.message("the checkpoint was written by fewer processes: new processes' dropout is seeded afresh")
     horizon = schedule.horizon
@@ -344,6 +354,12 @@ def _backward(
 
 def _evaluation_logged(output: Path, step: int) -> bool:
     return any(r.get("step") == step and any(k.startswith("eval_") for k in r) for r in read_metrics(output))
+
+
+def _why_skipped(accelerator: Accelerator) -> str:
+    if accelerator.scaler is None:
+        return "non-finite loss or gradient"
+    return f"fp16 gradient overflow: loss scale lowered to {accelerator.scaler.get_scale():g}"
 
 
 def _finite_or_none(value: float) -> float | None:

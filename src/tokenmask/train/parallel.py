@@ -98,16 +98,19 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 def make_accelerator(*, precision: str, cpu: bool) -> Accelerator:
     """An Accelerator for this run (one per run: the process-wide state is reset first).
 
-    ``precision``: 'auto', 'bf16' or 'fp32' (:func:`resolve_precision`); ``cpu``: ignore GPUs.
+    ``precision``: 'auto', 'bf16', 'fp16' (GPUs only: autocast with a gradient scaler) or
+    'fp32' (:func:`resolve_precision`); ``cpu``: ignore GPUs.
 
     Raises:
         ValueError: a launch this loop cannot train correctly: FSDP or DeepSpeed (not supported
-            yet), or processes that Accelerate did not join into one group.
+            yet), or processes that Accelerate did not join into one group; fp16 without a GPU.
     """
     AcceleratorState._reset_state()
     device = torch.device("cuda") if torch.cuda.is_available() and not cpu else torch.device("cpu")
     precision = resolve_precision(precision, device)
-    accelerator = Accelerator(cpu=cpu, mixed_precision="bf16" if precision == "bf16" else "no")
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError("--precision fp16 trains with a gradient scaler on a GPU; on a CPU choose bf16 or fp32")
+    accelerator = Accelerator(cpu=cpu, mixed_precision=precision if precision in ("bf16", "fp16") else "no")
     kind = accelerator.distributed_type.value
     if kind in ("FSDP", "DEEPSPEED"):
         raise ValueError(

@@ -8,6 +8,7 @@ without targets adds nothing, never NaN. :mod:`tokenmask.train.loop` calls it on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import nullcontext
 
@@ -79,3 +80,21 @@ def backward_step(
         loss_sum += float(total.detach())
         tokens += int(batch["attention_mask"].sum())
     return loss_sum / max(step_targets, 1), tokens
+
+
+def optimizer_step(accelerator: Accelerator, optimizer: torch.optim.Optimizer, loss: float, norm: float) -> tuple[bool, bool]:
+    """Apply the step's update unless it is not finite; returns ``(stepped, bad)``.
+
+    Without a gradient scaler (fp32, bf16) a step whose loss or gradient norm is NaN or
+    infinite is skipped, and counts as bad. With one (fp16), the scaler decides, as it must
+    to lower its scale: it skips a step whose scaled gradients overflowed (``stepped`` False,
+    as ``accelerator.optimizer_step_was_skipped`` says), and only a non-finite loss counts as
+    bad; an overflow is the scaler's routine, not a diverging run.
+    """
+    if accelerator.scaler is None:
+        finite = math.isfinite(loss) and math.isfinite(norm)
+        if finite:
+            optimizer.step()
+        return finite, not finite
+    optimizer.step()  # the wrapped optimizer: scaler.step (skips on inf / NaN gradients) and scaler.update
+    return not accelerator.optimizer_step_was_skipped, not math.isfinite(loss)
