@@ -6,7 +6,7 @@ from tokenmask.train.logs import METRICS_FILE, RunLog, read_metrics, truncate_me
 
 
 def test_truncating_keeps_the_records_up_to_the_step_and_drops_a_half_line(tmp_path):
-    log = RunLog(tmp_path, tensorboard=False)
+    log = RunLog(tmp_path)
     for step in range(1, 6):
         log.write({"step": step, "loss": 1.0 / step})
         if step % 2 == 0:
@@ -24,7 +24,7 @@ def test_truncating_keeps_the_records_up_to_the_step_and_drops_a_half_line(tmp_p
         (4, True),
     ]
     assert truncate_metrics(tmp_path, 4) == 0
-    resumed = RunLog(tmp_path, append=True, tensorboard=False)
+    resumed = RunLog(tmp_path, append=True)
     resumed.write({"step": 5, "loss": 0.2})
     resumed.close()
     assert [json.loads(line)["step"] for line in (tmp_path / METRICS_FILE).read_text().splitlines()] == [1, 2, 2, 3, 4, 4, 5]

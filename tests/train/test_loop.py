@@ -14,6 +14,7 @@ from tokenmask.settings import build
 from tokenmask.train.checkpoint import STATE_FILE, checkpoint_folders, load_state
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.step import backward_step
+from tokenmask.train.trackers import PACKAGES
 
 
 def tiny_bert():
@@ -292,8 +293,36 @@ def test_run_log_plot_and_tensorboard(corpus, tmp_path):
     pretrain(config(corpus, tmp_path / "logs", max_steps=4, eval_every=2))
     png = (tmp_path / "logs" / "metrics.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
-    events = list((tmp_path / "logs" / "tensorboard").glob("events.out.tfevents.*"))
+    events = list((tmp_path / "logs" / "tensorboard" / "tokenmask").glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 100
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = EventAccumulator(str(tmp_path / "logs" / "tensorboard" / "tokenmask"))
+    board.Reload()
+    assert {"loss", "lr", "eval_accuracy"} <= set(board.Tags()["scalars"])
+    assert [event.step for event in board.Scalars("loss")] == [1, 2, 3, 4]
+
+
+def test_report_to_none_writes_only_the_jsonl(corpus, tmp_path):
+    pretrain(config(corpus, tmp_path / "quiet", max_steps=2, eval_every=2, report_to="none"))
+    assert (tmp_path / "quiet" / "metrics.jsonl").exists() and not (tmp_path / "quiet" / "tensorboard").exists()
+
+
+@pytest.mark.parametrize(
+    "report_to, message",
+    [("tensorbored", "report_to must be 'none' or names from"), (",", "report_to must be"), ("none,wandb", "report_to")],
+)
+def test_bad_tracker_names_are_refused(report_to, message):
+    with pytest.raises(ValueError, match=message):
+        LoopConfig(output="o", report_to=report_to)
+
+
+def test_a_tracker_that_is_not_installed_is_named(corpus, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("tokenmask.train.trackers.PACKAGES", {**PACKAGES, "wandb": ("no_such_wandb_package",)})
+    argv = ["pretrain", str(corpus), "--output", str(tmp_path / "w"), "--max-steps", "1", "--report-to", "tensorboard,wandb"]
+    assert main(argv) == 2
+    assert "report_to names wandb, not installed: pip install wandb" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
 
 
 def test_plot_without_records_is_skipped(tmp_path):

@@ -14,6 +14,8 @@ from tokenmask.settings import check, setting
 DEFAULT_MINUTES = 9.0
 """The time limit of a run given no limit at all: about 10 minutes in all on 2 CPU cores."""
 
+TRACKERS: tuple[str, ...] = ("tensorboard", "wandb", "mlflow", "trackio", "comet_ml", "aim", "clearml", "dvclive")
+"""The trackers of Accelerate that ``report_to`` may name."""
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 
 
@@ -64,6 +66,12 @@ class LoopConfig:
         "fp16 = fp16 autocast with a gradient scaler, for GPUs without bf16 (V100, T4)",
     )
     cpu: bool = setting(False, help="train on the CPU even if a GPU is present")
+    report_to: str = setting(
+        "tensorboard",
+        help="comma-separated trackers that get the logged numbers, through Accelerate: tensorboard (in "
+        "OUTPUT/tensorboard), wandb, mlflow, trackio, comet_ml, aim, clearml, dvclive; or none. "
+        "OUTPUT/metrics.jsonl is always written",
+    )
     compile: bool = setting(
         False,
         help="compile the encoder with torch.compile: its first step takes a while (about a minute on 2 CPU cores); "
@@ -75,6 +83,15 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         check(self)
+        unknown = [name for name in self.trackers if name not in TRACKERS]
+        if unknown or (self.trackers == () and self.report_to.strip() != "none"):
+            raise ValueError(f"report_to must be 'none' or names from {', '.join(TRACKERS)}; got {self.report_to!r}")
+
+    @property
+    def trackers(self) -> tuple[str, ...]:
+        """The trackers ``report_to`` names (empty for 'none')."""
+        names = tuple(name.strip() for name in self.report_to.split(",") if name.strip())
+        return () if names == ("none",) else names
 
     @property
     def has_limit(self) -> bool:

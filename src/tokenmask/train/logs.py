@@ -1,4 +1,4 @@
-"""Where a run's numbers go: JSON Lines always, TensorBoard when installed, a PNG plot at the end.
+"""Where a run's numbers go: JSON Lines always, the trackers asked for (:mod:`.trackers`), a PNG plot at the end.
 
 One :class:`RunLog` per run; the loop calls :meth:`RunLog.write` with flat records
 (``{"step": 10, "loss": 6.2, ...}``) and never asks which sinks exist.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,47 +17,33 @@ PLOT_FILE = "metrics.png"
 
 
 class RunLog:
-    """Appends records to ``folder/metrics.jsonl`` and mirrors numbers to TensorBoard.
+    """Appends records to ``folder/metrics.jsonl`` and mirrors their numbers to the trackers.
 
     Args:
         folder: the run's output folder.
         append: continue an existing file (resuming) instead of starting a new one.
-        tensorboard: also write TensorBoard events under ``folder/tensorboard`` when the
-            ``tensorboard`` package is installed (silently skipped otherwise).
+        mirror: ``mirror(values, step)`` gets each record's numbers other than ``step``
+            (Accelerate's ``accelerator.log``, for TensorBoard, W&B, …), or None.
     """
 
-    def __init__(self, folder: Path, *, append: bool = False, tensorboard: bool = True) -> None:
+    def __init__(
+        self, folder: Path, *, append: bool = False, mirror: Callable[[dict[str, float], int], None] | None = None
+    ) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._file = (self.folder / METRICS_FILE).open("a" if append else "w", encoding="utf-8")
-        self._board = _tensorboard_writer(self.folder / "tensorboard") if tensorboard else None
-
-    @property
-    def tensorboard(self) -> bool:
-        """Whether TensorBoard events are being written."""
-        return self._board is not None
+        self._mirror = mirror
 
     def write(self, record: dict[str, Any]) -> None:
-        """Log one record; numeric fields other than ``step`` go to TensorBoard under their name."""
+        """Log one record; its numeric fields other than ``step`` go to the trackers under their name."""
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
-        if self._board is not None and "step" in record:
-            for key, value in record.items():
-                if key != "step" and isinstance(value, int | float):
-                    self._board.add_scalar(key, value, record["step"])
+        if self._mirror is not None and "step" in record:
+            numbers = {k: v for k, v in record.items() if k != "step" and isinstance(v, int | float)}
+            self._mirror(numbers, record["step"])
 
     def close(self) -> None:
         self._file.close()
-        if self._board is not None:
-            self._board.close()
-
-
-def _tensorboard_writer(folder: Path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # the tensorboard package is optional
-        return None
-    return SummaryWriter(log_dir=str(folder))
 
 
 def read_metrics(folder: Path) -> list[dict[str, Any]]:

@@ -40,7 +40,8 @@ from tokenmask.train.runs import (
     write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
-from tokenmask.train.step import LossFunction, backward_step, count_targets, optimizer_step
+from tokenmask.train.step import LossFunction, backward_step, count_targets, optimizer_step, skip_reason
+from tokenmask.train.trackers import PROJECT, installed_trackers, tracker_config
 
 __all__ = ["Job", "NonFiniteSteps", "QuietReporter", "Reporter", "TrainResult", "train"]
 
@@ -169,7 +170,8 @@ def train(
         Interrupted: SIGINT or SIGTERM; a checkpoint of the last step was saved first.
     """
     output = Path(config.output)
-    accelerator = make_accelerator(precision=config.precision, cpu=config.cpu)
+    trackers = installed_trackers(config.trackers)  # refuses a missing one before anything runs
+    accelerator = make_accelerator(precision=config.precision, cpu=config.cpu, trackers=trackers, output=output)
     shard = Shard(accelerator.process_index, accelerator.num_processes)
     reporter = reporter if shard.is_main else QuietReporter()
     job, checkpoint = _build(config, build, accelerator, shard, reporter)
@@ -191,7 +193,11 @@ def train(
             trim_metrics(output, result.steps, reporter.message)
         output.mkdir(parents=True, exist_ok=True)
         write_settings(output / CONFIG_FILE, settings if settings is not None else flatten(config))
-    log = RunLog(output, append=checkpoint is not None) if shard.is_main else _NoLog()
+    if trackers:
+        accelerator.init_trackers(PROJECT, config=tracker_config(settings if settings is not None else flatten(config)))
+    log = (
+        RunLog(output, append=checkpoint is not None, mirror=accelerator.log if trackers else None) if shard.is_main else _NoLog()
+    )
     evaluation_seconds = 0.0
     pace = Pace(config, result.steps, result.seconds)
 
@@ -249,7 +255,7 @@ def train(
                     "targets": int(targets), **extra, "seconds": elapsed, "data_seconds": data_seconds,
                 }  # fmt: skip
                 if not finite:  # JSON has no NaN: null, and the reason
-                    record.update(loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped=_why_skipped(accelerator))
+                    record.update(loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped=skip_reason(accelerator))
                 log.write(record)
                 if not finite:
                     reporter.message(
@@ -273,6 +279,8 @@ def train(
                 evaluate()
     finally:
         log.close()
+        for tracker in accelerator.trackers:  # not end_training(): it also ends the process group, still needed
+            tracker.finish()
     result.seconds = time.perf_counter() - start
     result.model = model
     if shard.is_main:
@@ -354,12 +362,6 @@ def _backward(
 
 def _evaluation_logged(output: Path, step: int) -> bool:
     return any(r.get("step") == step and any(k.startswith("eval_") for k in r) for r in read_metrics(output))
-
-
-def _why_skipped(accelerator: Accelerator) -> str:
-    if accelerator.scaler is None:
-        return "non-finite loss or gradient"
-    return f"fp16 gradient overflow: loss scale lowered to {accelerator.scaler.get_scale():g}"
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -11,12 +11,14 @@ the one Accelerator of a run, on the device and precision asked for.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
+from accelerate.utils import ProjectConfiguration
 from torch import nn
 
 from tokenmask.collate.stream import Shard
@@ -95,8 +97,11 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     return "fp32"
 
 
-def make_accelerator(*, precision: str, cpu: bool) -> Accelerator:
+def make_accelerator(*, precision: str, cpu: bool, trackers: Sequence[str] = (), output: Path | None = None) -> Accelerator:
     """An Accelerator for this run (one per run: the process-wide state is reset first).
+
+    ``trackers``: Accelerate's trackers to log to (installed ones, see
+    :mod:`tokenmask.train.trackers`), TensorBoard's files under ``output/tensorboard``.
 
     ``precision``: 'auto', 'bf16', 'fp16' (GPUs only: autocast with a gradient scaler) or
     'fp32' (:func:`resolve_precision`); ``cpu``: ignore GPUs.
@@ -110,7 +115,13 @@ def make_accelerator(*, precision: str, cpu: bool) -> Accelerator:
     precision = resolve_precision(precision, device)
     if precision == "fp16" and device.type != "cuda":
         raise ValueError("--precision fp16 trains with a gradient scaler on a GPU; on a CPU choose bf16 or fp32")
-    accelerator = Accelerator(cpu=cpu, mixed_precision=precision if precision in ("bf16", "fp16") else "no")
+    project = None if output is None else ProjectConfiguration(project_dir=str(output), logging_dir=str(output / "tensorboard"))
+    accelerator = Accelerator(
+        cpu=cpu,
+        mixed_precision=precision if precision in ("bf16", "fp16") else "no",
+        log_with=list(trackers) or None,
+        project_config=project,
+    )
     kind = accelerator.distributed_type.value
     if kind in ("FSDP", "DEEPSPEED"):
         raise ValueError(

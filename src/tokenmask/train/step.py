@@ -98,3 +98,10 @@ def optimizer_step(accelerator: Accelerator, optimizer: torch.optim.Optimizer, l
         return finite, not finite
     optimizer.step()  # the wrapped optimizer: scaler.step (skips on inf / NaN gradients) and scaler.update
     return not accelerator.optimizer_step_was_skipped, not math.isfinite(loss)
+
+
+def skip_reason(accelerator: Accelerator) -> str:
+    """Why :func:`optimizer_step` skipped a step, for the log."""
+    if accelerator.scaler is None:
+        return "non-finite loss or gradient"
+    return f"fp16 gradient overflow: loss scale lowered to {accelerator.scaler.get_scale():g}"
