@@ -382,6 +382,22 @@ def test_the_torch_backend_never_goes_through_numpy(monkeypatch):
         mask_tokens(ids, vocab=VOCAB, example_ids=torch.arange(4), seed=0, backend="numpy")
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_strided_int32_and_edge_settings_give_the_same_masks(backend):
+    ids, words, attention = long_batch(seed=6, batch=6, width=40)
+    strided = ids.t().contiguous().t()  # the same values, column-major: a view no .view(-1) takes
+    kwargs = dict(vocab=VOCAB, example_ids=torch.arange(6), seed=0, attention_mask=attention, word_ids=words)
+    plain = mask_tokens(ids, backend="numpy", **kwargs)
+    for form in (strided, ids.to(torch.int32)):
+        assert torch.equal(mask_tokens(form, backend=backend, **kwargs).input_ids, plain.input_ids)
+    for units in (
+        UnitConfig("span", span_geometric_p=1.0),
+        UnitConfig("span", span_max_words=1),
+        UnitConfig("ngram", ngram_max_n=1),
+    ):
+        both_backends(ids, unit_config=units, **kwargs)  # empty length tables: every unit one word
+
+
 def test_numpy_arrays_go_in_and_tensors_come_out():
     ids, words, attention = long_batch(seed=4, batch=3, width=32)
     kwargs = dict(vocab=VOCAB, example_ids=np.arange(3), seed=2, attention_mask=attention.numpy(), word_ids=words.numpy())

@@ -216,7 +216,7 @@ def mask_tokens(
         ids, examples = torch.as_tensor(input_ids), torch.as_tensor(example_ids)
         _check_rows(ids, examples)
         result = mask_on_device(
-            ids.to(torch.int64), examples, vocab=vocab, seed=seed, epoch=epoch,
+            ids.to(torch.int64).contiguous(), examples, vocab=vocab, seed=seed, epoch=epoch,
             unit_config=unit_config, selection=selection, corruption=corruption,
             attention_mask=_tensor(attention_mask), special_tokens_mask=_tensor(special_tokens_mask),
             word_ids=_tensor(word_ids), given_spans=_tensor(given_spans), term_mask=_tensor(term_mask),
