@@ -243,7 +243,7 @@ def train(
                     accelerator, wrapped, micro_batches, shard,
                     shared=[*main_clock(evaluation_seconds), signals.received is not None],
                 )  # fmt: skip
-                finite, bad = optimizer_step(accelerator, optimizer, loss, norm)
+                stepped, bad = optimizer_step(accelerator, optimizer, loss, norm)
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
                 result.steps += 1
@@ -254,10 +254,10 @@ def train(
                     "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": max(scheduler.get_last_lr()),
                     "targets": int(targets), **extra, "seconds": elapsed, "data_seconds": data_seconds,
                 }  # fmt: skip
-                if not finite:  # JSON has no NaN: null, and the reason
+                if not stepped:  # JSON has no NaN: null, and the reason
                     record.update(loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped=skip_reason(accelerator))
                 log.write(record)
-                if not finite:
+                if not stepped:
                     reporter.message(
                         f"step {result.steps}: loss {loss} / gradient norm {norm}: step skipped ({record['skipped']})"
                     )
