@@ -22,7 +22,7 @@ _EXPORTS = {
     "Stream": "keys",
     "content_ids": "keys",
     "MaskedBatch": "mask",
-    "build_units": "mask",
+    "build_units": "units",
     "eligible_positions": "mask",
     "mask_tokens": "mask",
     "mask_on_device": "torch_mask",

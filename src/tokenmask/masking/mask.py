@@ -15,13 +15,13 @@ from typing import Literal, overload
 import numpy as np
 import torch
 
-from tokenmask.masking import units as units_lib
 from tokenmask.masking.config import CorruptionConfig, SelectionConfig, UnitConfig
 from tokenmask.masking.corrupt import apply_outcomes, choose_outcomes
 from tokenmask.masking.keys import RowKeys, Stream, low32
 from tokenmask.masking.select import select_tokens, select_units
 from tokenmask.masking.torch_mask import mask_on_device
 from tokenmask.masking.torch_units import token_units
+from tokenmask.masking.units import build_units
 from tokenmask.masking.vocab import VocabTables
 
 Backend = Literal["auto", "torch", "numpy"]
@@ -109,45 +109,6 @@ def eligible_positions(
     if attention_mask is not None:
         eligible &= attention_mask.astype(bool, copy=False)
     return eligible
-
-
-def build_units(
-    unit_config: UnitConfig,
-    eligible: np.ndarray,
-    keys: RowKeys,
-    *,
-    word_ids: np.ndarray | None = None,
-    given_spans: np.ndarray | None = None,
-    term_mask: np.ndarray | None = None,
-) -> np.ndarray:
-    """The ``(B, T)`` unit map of the configured strategy.
-
-    With phrases (strategy 'pmi', terms), ``word_ids`` are the merged ones: each phrase is one
-    word, so 'pmi' is whole-word masking over them. ``term_mask`` (1 inside term occurrences)
-    makes the token strategy keep each term's tokens together.
-
-    Raises:
-        ValueError: word ids missing for a word-based strategy, or spans missing for 'given'.
-    """
-    strategy = unit_config.strategy
-    if strategy == "token":
-        if term_mask is not None and word_ids is not None:
-            return units_lib.term_token_units(word_ids, term_mask, eligible)
-        return units_lib.token_units(eligible)
-    if strategy == "given":
-        if given_spans is None:
-            raise ValueError("strategy 'given' needs given_spans ((B, S, 2) [start, end) offsets)")
-        return units_lib.given_units(given_spans, eligible)
-    if word_ids is None:
-        raise ValueError(f"strategy {strategy!r} needs word_ids ((B, T), -1 for special tokens)")
-    if word_ids.shape != eligible.shape:
-        raise ValueError(f"word_ids has shape {word_ids.shape}, input_ids {eligible.shape}")
-    words = units_lib.word_units(word_ids, eligible & (word_ids >= 0))
-    if strategy in ("whole_word", "pmi"):
-        return words
-    if strategy == "span":
-        return units_lib.span_units(words, keys, geometric_p=unit_config.span_geometric_p, max_words=unit_config.span_max_words)
-    return units_lib.ngram_units(words, keys, max_n=unit_config.ngram_max_n)
 
 
 def mask_tokens(

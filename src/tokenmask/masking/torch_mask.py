@@ -18,6 +18,7 @@ from tokenmask.masking.config import IGNORE_INDEX, CorruptionConfig, SelectionCo
 from tokenmask.masking.corrupt import Outcome
 from tokenmask.masking.keys import Stream, threshold32
 from tokenmask.masking.select import _AFTER_PRIORITY, _NO_KEY
+from tokenmask.masking.units import build_units
 from tokenmask.masking.vocab import VocabTables
 
 
@@ -93,8 +94,9 @@ def mask_on_device(
         targets = select_tokens(eligible, select_keys, selection)
     else:
         units = build_units(
-            unit_config, eligible, keys, word_ids=_on(word_ids, ids), given_spans=_on(given_spans, ids), term_mask=terms
-        )
+            unit_config, eligible, keys, word_ids=_on(word_ids, ids), given_spans=_on(given_spans, ids), term_mask=terms,
+            ops=tu,
+        )  # fmt: skip
         targets = select_units(units, select_keys, selection, priority=terms)
     flat, codes = choose_outcomes(targets, select_bits, corruption, units)
     inputs, labels = apply_outcomes(ids, flat, codes, keys, vocab, tables)
@@ -123,37 +125,6 @@ def _eligible(
     if attention_mask is not None:
         eligible &= attention_mask.to(ids.device).bool()
     return eligible
-
-
-def build_units(
-    unit_config: UnitConfig,
-    eligible: torch.Tensor,
-    keys: torch.Tensor,
-    *,
-    word_ids: torch.Tensor | None,
-    given_spans: torch.Tensor | None,
-    term_mask: torch.Tensor | None,
-) -> torch.Tensor:
-    """:func:`~tokenmask.masking.mask.build_units` in torch: the strategy's ``(B, T)`` unit map."""
-    strategy = unit_config.strategy
-    if strategy == "token":
-        if term_mask is not None and word_ids is not None:
-            return tu.term_token_units(word_ids, term_mask, eligible)
-        return tu.token_units(eligible)
-    if strategy == "given":
-        if given_spans is None:
-            raise ValueError("strategy 'given' needs given_spans ((B, S, 2) [start, end) offsets)")
-        return tu.given_units(given_spans, eligible)
-    if word_ids is None:
-        raise ValueError(f"strategy {strategy!r} needs word_ids ((B, T), -1 for special tokens)")
-    if word_ids.shape != eligible.shape:
-        raise ValueError(f"word_ids has shape {tuple(word_ids.shape)}, input_ids {tuple(eligible.shape)}")
-    words = tu.word_units(word_ids, eligible & (word_ids >= 0))
-    if strategy in ("whole_word", "pmi"):
-        return words
-    if strategy == "span":
-        return tu.span_units(words, keys, geometric_p=unit_config.span_geometric_p, max_words=unit_config.span_max_words)
-    return tu.ngram_units(words, keys, max_n=unit_config.ngram_max_n)
 
 
 def select_tokens(eligible: torch.Tensor, select_keys: torch.Tensor, selection: SelectionConfig) -> torch.Tensor:

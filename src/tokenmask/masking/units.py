@@ -7,9 +7,20 @@ targets (special tokens, padding, protected ids). Selection then works on units 
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import numpy as np
 
+from tokenmask.masking.config import UnitConfig
 from tokenmask.masking.keys import RowKeys, Stream, unit_float
+
+if TYPE_CHECKING:
+    import torch
+
+Units = TypeVar("Units", np.ndarray, "torch.Tensor")
+"""Arrays of one backend: numpy for this module's functions, torch for :mod:`.torch_units`'."""
 
 NO_UNIT = -1
 
@@ -240,3 +251,48 @@ def given_units(spans: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     padded_ends = np.where(valid, ends, 0)
     inside = (latest >= 0) & (np.arange(width)[None, :] < np.take_along_axis(padded_ends, np.maximum(latest, 0), axis=1))
     return np.where(inside & eligible, latest, NO_UNIT)
+
+
+def build_units(
+    unit_config: UnitConfig,
+    eligible: Units,
+    keys: Any,
+    *,
+    word_ids: Units | None = None,
+    given_spans: Units | None = None,
+    term_mask: Units | None = None,
+    ops: ModuleType | None = None,
+) -> Units:
+    """The ``(B, T)`` unit map of the configured strategy.
+
+    ``ops`` holds the unit functions: this module (numpy arrays, the default) or
+    :mod:`tokenmask.masking.torch_units` (torch tensors, with ``keys`` the ``(B,)`` key tensor);
+    the choice of strategy is written once, here, for both.
+
+    With phrases (strategy 'pmi', terms), ``word_ids`` are the merged ones: each phrase is one
+    word, so 'pmi' is whole-word masking over them. ``term_mask`` (1 inside term occurrences)
+    makes the token strategy keep each term's tokens together.
+
+    Raises:
+        ValueError: word ids missing for a word-based strategy, or spans missing for 'given'.
+    """
+    ops = ops or sys.modules[__name__]
+    strategy = unit_config.strategy
+    if strategy == "token":
+        if term_mask is not None and word_ids is not None:
+            return ops.term_token_units(word_ids, term_mask, eligible)
+        return ops.token_units(eligible)
+    if strategy == "given":
+        if given_spans is None:
+            raise ValueError("strategy 'given' needs given_spans ((B, S, 2) [start, end) offsets)")
+        return ops.given_units(given_spans, eligible)
+    if word_ids is None:
+        raise ValueError(f"strategy {strategy!r} needs word_ids ((B, T), -1 for special tokens)")
+    if word_ids.shape != eligible.shape:
+        raise ValueError(f"word_ids has shape {tuple(word_ids.shape)}, input_ids {tuple(eligible.shape)}")
+    words = ops.word_units(word_ids, eligible & (word_ids >= 0))
+    if strategy in ("whole_word", "pmi"):
+        return words
+    if strategy == "span":
+        return ops.span_units(words, keys, geometric_p=unit_config.span_geometric_p, max_words=unit_config.span_max_words)
+    return ops.ngram_units(words, keys, max_n=unit_config.ngram_max_n)
