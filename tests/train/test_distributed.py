@@ -1,12 +1,16 @@
-"""Data-parallel training on 2 CPU processes (gloo) under torchrun matches 1 process at the same global batch."""
+"""Data-parallel training on 2 CPU processes (gloo) under torchrun matches 1 process at the same global batch; a
+streamed run on 2 processes resumes exactly."""
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file
+
+from tokenmask.train.checkpoint import load_state
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +90,21 @@ def test_finetuning_on_two_processes_matches_one_process(tmp_path, reviews_csv, 
         for key in ("loss", "eval_loss", "targets"):
             if key in a:
                 assert b[key] == pytest.approx(a[key], rel=1e-5), (a["step"], key)
+
+
+def test_a_streaming_run_on_two_processes_resumes_exactly(corpus, tmp_path):
+    # each process reads every other document; the checkpoint of step 3 holds both positions,
+    # and a run resumed from it (step 6 removed, as if the run had died) ends where the whole one did
+    streaming = ("--streaming", "--chunk-characters", "2000", "--save-every", "3", "--max-steps", "6", "--keep-last", "3")
+    whole = tmp_path / "whole"
+    run_pretrain(corpus, whole, processes=2, batch_size=2, grad_accum=1, extra=streaming)
+    positions = load_state(whole / "checkpoints" / "step-3")["data"]
+    assert len(positions) == 2 and all(p["epoch"] == 0 for p in positions)
+    cut = tmp_path / "cut"
+    shutil.copytree(whole, cut)
+    shutil.rmtree(cut / "checkpoints" / "step-6")
+    shutil.rmtree(cut / "model")
+    run_pretrain(corpus, cut, processes=2, batch_size=2, grad_accum=1, extra=(*streaming, "--resume"))
+    assert [r["loss"] for r in step_records(cut)] == [r["loss"] for r in step_records(whole)]
+    for name, tensor in load_file(whole / "model" / "model.safetensors").items():
+        assert torch.equal(load_file(cut / "model" / "model.safetensors")[name], tensor), name

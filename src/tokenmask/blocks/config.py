@@ -1,4 +1,4 @@
-"""How a corpus becomes blocks: their length, the held-out share, the block cache."""
+"""How a corpus becomes blocks: their length, the held-out share, the block cache or the stream."""
 
 from __future__ import annotations
 
@@ -19,6 +19,16 @@ class BlocksConfig:
     )
     cache_dir: str | None = setting(None, help="block cache folder (none = $TOKENMASK_CACHE or ~/.cache/tokenmask)")
     no_cache: bool = setting(False, help="encode the corpus afresh, without reading or writing the block cache")
+    streaming: bool = setting(
+        False,
+        help="pack blocks on the fly as the corpus is read, in its order, shuffled within chunks: no pre-pass and no block "
+        "cache (for corpora too large to encode first, and hf: datasets); resumes exactly on as many processes",
+    )
+    chunk_characters: int = setting(
+        1 << 20,
+        help="--streaming: characters of text packed and shuffled together (a chunk); DataLoader workers take chunks in turn",
+        ge=1,
+    )
 
     def __post_init__(self) -> None:
         check(self)

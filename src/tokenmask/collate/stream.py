@@ -132,8 +132,11 @@ def fetch(examples: Sequence[Feature], indices: list[int]) -> list[Feature]:
     return list(getitems(indices)) if getitems is not None else [examples[i] for i in indices]
 
 
-def micro_batches(stream: MicroBatches, *, workers: int = 0, pin_memory: bool = False) -> Iterator[dict[str, Any]]:
-    """Iterate ``stream`` in this process (``workers=0``) or collated by DataLoader workers
+def micro_batches(
+    stream: IterableDataset, *, workers: int = 0, pin_memory: bool = False, prefetch: int = 4
+) -> Iterator[dict[str, Any]]:
+    """Iterate ``stream`` (:class:`MicroBatches`, or any stream of collated items) in this
+    process (``workers=0``) or collated by DataLoader workers, ``prefetch`` items ahead each
     (into page-locked memory with ``pin_memory``, for non-blocking copies to a GPU).
 
     With workers, the DataLoader takes one batch from each worker in turn, so the sequence is
@@ -145,7 +148,7 @@ def micro_batches(stream: MicroBatches, *, workers: int = 0, pin_memory: bool = 
     # its own generator: the DataLoader draws its workers' base seed from it, not from the global
     # random state (which dropout uses), so a run with workers trains exactly as one without
     loader = DataLoader(
-        stream, batch_size=None, num_workers=workers, prefetch_factor=4, generator=torch.Generator(),
+        stream, batch_size=None, num_workers=workers, prefetch_factor=prefetch, generator=torch.Generator(),
         worker_init_fn=_ignore_stop_signals, pin_memory=pin_memory,
     )  # fmt: skip
     return iter(loader)

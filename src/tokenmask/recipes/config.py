@@ -17,6 +17,7 @@ from tokenmask.labelled.examples import Task
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.settings import build, check, flatten, setting
 from tokenmask.text.config import ReadingConfig
+from tokenmask.text.streaming import is_hub_name
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.models import PRESETS
 
@@ -44,7 +45,13 @@ class PretrainConfig:
         (),
         positional=True,
         help="files, folders or globs: .txt/.md (--document-boundary), .jsonl/.json/.csv/.parquet (--text-field), "
-        "save_to_disk folders; none = the bundled Shakespeare",
+        "save_to_disk folders; or a Hub dataset hf:NAME[:CONFIG][:SPLIT] (read with datasets, streaming); "
+        "none = the bundled Shakespeare",
+    )
+    eval_corpus: tuple[str, ...] = setting(
+        (),
+        help="score on the first --eval-blocks blocks of these files (or hf: dataset) instead of on documents held out "
+        "of the corpus (none = hold out --validation-share of the corpus's documents)",
     )
     tokenizer: str | None = setting(
         None,
@@ -84,6 +91,7 @@ class PretrainConfig:
         check(self)
         if self.preset not in PRESETS:  # Python callers are not held to the command line's choices
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        _check_streamable(self)
         if self.num_workers and self.mlm_probability_end is not None:
             raise ValueError("mlm_probability_end changes the masking rate as the run goes, which worker processes "
                              "do not see: use num_workers 0 with it")  # fmt: skip
@@ -92,6 +100,16 @@ class PretrainConfig:
     def with_loop(self, **changes: Any) -> PretrainConfig:
         """This config with some loop settings changed: ``config.with_loop(resume=True)``."""
         return replace(self, loop=replace(self.loop, **changes))
+
+
+def _check_streamable(config: PretrainConfig) -> None:
+    """PMI masking finds its n-grams in a pass over the corpus, which streaming and Hub corpora skip."""
+    streamed = config.blocks.streaming or any(is_hub_name(source) for source in config.corpus)
+    if streamed and config.masking.units.strategy == "pmi":
+        raise ValueError(
+            "strategy 'pmi' finds its n-grams in a pass over the corpus, which --streaming and hf: corpora skip: "
+            "use another strategy, or local files without --streaming"
+        )
 
 
 CONTINUED_LOOP = LoopConfig(lr=1e-3, head_warmup_steps=30, layer_decay=0.8)

@@ -8,22 +8,21 @@ the rest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from tokenmask.blocks.entry import PretrainBlocks
-from tokenmask.blocks.load import load_blocks, load_phrases
+from tokenmask.blocks.load import load_phrases
 from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
-from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
+from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.recipes.config import COMMON_EVAL_MASKING, PretrainConfig
 from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline, warmup_length
+from tokenmask.recipes.pretrain_data import check_maskable, pretrain_data
 from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
@@ -126,17 +125,17 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
             config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
         )
     phrases = load_phrases(config.corpus, tokenizer, config.masking.units, reading=config.reading, blocks=config.blocks)
-    blocks = load_blocks(config.corpus, tokenizer, reading=config.reading, blocks=config.blocks, phrases=phrases)
     if phrases is not None:
         notes = (f"masked as units: {len(phrases.terms):,} terms, {len(phrases.ngrams):,} PMI n-grams", *notes)
-    for line in (blocks.describe(), *notes):
-        reporter.message(line)
     collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed)
+    data = pretrain_data(config, tokenizer, collator, shard, phrases=phrases)
+    for line in (data.report, *notes):
+        reporter.message(line)
     scored, beside = evaluation_maskings(config)
     eval_collator = MaskingCollator.from_config(tokenizer, scored.masking, seed=scored.seed)
     own_collator = MaskingCollator.from_config(tokenizer, beside.masking, seed=beside.seed) if beside else None
-    evaluation_blocks = (blocks.validation or blocks.train)[: config.eval_blocks]
-    check_blocks(blocks, evaluation_blocks, eval_collator.vocab.protected, batch_size=loop.batch_size, processes=shard.world)
+    evaluation_blocks = data.evaluation
+    check_maskable(evaluation_blocks, eval_collator.vocab.protected, data.scored_on)
 
     baseline = unigram_baseline(eval_collator.collate(chunk, epoch=0) for chunk in batched(evaluation_blocks, loop.batch_size))
     horizon_now: list[int | None] = [None]  # the schedule's horizon, once the loop has fitted it
@@ -163,59 +162,10 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         collator.set_mlm_probability(masking_rate(config, step, horizon))
         return {"mlm_probability": collator.masking.selection.mlm_probability}
 
-    def batches(skip: int):
-        stream = MicroBatches(
-            blocks.train, collator, batch_size=loop.batch_size, seed=loop.seed, dupe_factor=config.dupe_factor,
-            skip=skip, shard=shard,
-        )  # fmt: skip
-        device = next(model.parameters()).device
-        return micro_batches(stream, workers=loader_workers(config, device), pin_memory=device.type == "cuda")
+    def batches(skip: int) -> Iterator[dict[str, Any]]:
+        return data.batches(skip, next(model.parameters()).device)
 
     return Job(
         model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step,
-        card=pretrain_card(config, blocks, evaluation_blocks, command),
+        card=pretrain_card(config, data, command), position=data.position,
     )  # fmt: skip
-
-
-def loader_workers(config: PretrainConfig, device: torch.device) -> int:
-    """DataLoader workers for the run: ``config.num_workers``, or by default 2 on a GPU (0 with a
-    masking-rate schedule, which workers would not see) and 0 on a CPU."""
-    if config.num_workers is not None:
-        return config.num_workers
-    return 2 if device.type == "cuda" and config.mlm_probability_end is None else 0
-
-
-def check_blocks(
-    blocks: PretrainBlocks,
-    evaluation_blocks: Sequence[dict[str, Any]],
-    protected: np.ndarray,
-    *,
-    batch_size: int,
-    processes: int = 1,
-) -> None:
-    """Refuse blocks the loop could not train or evaluate on, before it writes anything.
-
-    Args:
-        protected: ``(V,)`` bool, the ids masking never selects (special tokens, ``[UNK]``…).
-
-    Raises:
-        ValueError: fewer training blocks than one batch on each process (the message says
-            how many there are and which ``--batch-size`` fits, e.g. ``the corpus gives 3
-            training blocks of 128 tokens, fewer than one batch of 8: pass --batch-size 3 or
-            less, or give more text``), or evaluation blocks with no token that may be masked.
-    """
-    count, world = len(blocks.train), processes
-    if count < batch_size * world:
-        on = f" on each of {world} processes" if world > 1 else ""
-        fits = count // world
-        advice = f"pass --batch-size {fits}{' or less' * (fits > 1)}, or give" if fits else "give"
-        raise ValueError(
-            f"the corpus gives {count:,} training block{'s' * (count != 1)} of {blocks.block_length} tokens, "
-            f"fewer than one batch of {batch_size}{on}: {advice} more text (or a shorter --max-length)"
-        )
-    if not any((~protected[np.asarray(block["input_ids"])]).any() for block in evaluation_blocks):
-        side = "validation" if blocks.validation else "training"
-        raise ValueError(
-            f"the {side} blocks hold no token that may be masked: all are special tokens such as [UNK] "
-            "(does the tokenizer cover the corpus's characters?)"
-        )

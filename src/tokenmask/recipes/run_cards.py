@@ -12,32 +12,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenmask.blocks.entry import PretrainBlocks
 from tokenmask.labelled.align import FinetuneData
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
+from tokenmask.recipes.pretrain_data import PretrainData
 from tokenmask.train.card import model_card
 from tokenmask.train.loop import TrainResult
 
 
-def pretrain_card(
-    config: PretrainConfig, blocks: PretrainBlocks, evaluated: Sequence[Any], command: str | None
-) -> Callable[[TrainResult], str]:
+def pretrain_card(config: PretrainConfig, data: PretrainData, command: str | None) -> Callable[[TrainResult], str]:
     """``result -> README.md`` of OUTPUT/model: command, start, data, steps, tokens, final fixed-mask metrics."""
-    corpus = ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
-    data = (
-        f"{corpus}: {len(blocks.train):,} training and {len(blocks.validation):,} validation blocks "
-        f"of {blocks.block_length} tokens"
-    )
-    side = "validation" if blocks.validation else "training"
     start = f"the checkpoint {config.init}" if config.init else f"a new {config.preset} (random weights)"
 
     def card(result: TrainResult) -> str:
         final = result.evaluations[-1]
         return model_card(
-            pipeline_tag="fill-mask", command=command, start=start, data=data, steps=result.steps, tokens=result.tokens,
+            pipeline_tag="fill-mask", command=command, start=start, data=data.summary, steps=result.steps, tokens=result.tokens,
             metrics={k[len("eval_") :]: v for k, v in final.items() if k.startswith("eval_")},
             evaluation=(
-                f"At step {final['step']:,}, on {len(evaluated):,} {side} blocks at fixed masks "
+                f"At step {final['step']:,}, on {len(data.evaluation):,} {data.scored_on} blocks at fixed masks "
                 f"({config.eval_mlm_probability:.0%} of tokens selected{_COMMON * (config.eval_masking == 'common')}, "
                 "the same masks at every evaluation)"
             ),

@@ -28,7 +28,7 @@ from tokenmask.train.groups import HeadWarmup, lr_multipliers, parameter_groups
 from tokenmask.train.heads import compile_encoder
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
-from tokenmask.train.parallel import LossModule, gathered_rng_states, make_accelerator, restore_rng_state, summed
+from tokenmask.train.parallel import LossModule, gathered, gathered_rng_states, make_accelerator, restore_rng_state, summed
 from tokenmask.train.runs import (
     CHECKPOINTS,
     CONFIG_FILE,
@@ -43,7 +43,17 @@ from tokenmask.train.schedule import Pace, Schedule
 from tokenmask.train.step import LossFunction, backward_step, count_targets, optimizer_step, skip_reason
 from tokenmask.train.trackers import PROJECT, installed_trackers, tracker_config
 
-__all__ = ["Job", "NonFiniteSteps", "QuietReporter", "Reporter", "TrainResult", "train"]
+__all__ = ["DataPosition", "Job", "NonFiniteSteps", "QuietReporter", "Reporter", "TrainResult", "train"]
+
+
+class DataPosition(Protocol):
+    """Where a job's data stands when the step count cannot say it (a stream read in order):
+    each process's ``state()`` is saved in every checkpoint and ``load``-ed back on resume,
+    before the loop asks for batches."""
+
+    def state(self) -> dict[str, Any]: ...
+
+    def load(self, state: dict[str, Any]) -> None: ...
 
 
 class Reporter(Protocol):
@@ -89,6 +99,8 @@ class Job:
             optimizer step (e.g. a masking-rate schedule); by default nothing.
         card: ``result -> model card`` (:func:`~tokenmask.train.card.model_card`), the
             ``README.md`` of OUTPUT/model; by default none.
+        position: the data's :class:`DataPosition`, for data the step count does not place;
+            None: ``batches(skip)`` finds the place.
     """
 
     model: torch.nn.Module
@@ -98,6 +110,7 @@ class Job:
     loss: LossFunction
     before_step: Callable[[int, int | None], dict[str, Any]] = lambda step, horizon: {}
     card: Callable[[TrainResult], str] = lambda result: ""
+    position: DataPosition | None = None
 
 
 def _optimizer(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimizer:
@@ -122,6 +135,7 @@ def _save(
     result: TrainResult,
     rng: list[dict[str, Any]],
     *,
+    data: list[dict[str, Any]] | None = None,
     scaler: torch.amp.GradScaler | None = None,
     keep: int = 2,
     report: Callable[[str], None] = lambda text: None,
@@ -135,6 +149,7 @@ def _save(
         **schedule.state(),
         "seconds": result.seconds,
         "rng": rng,
+        **({"data": data} if data is not None else {}),
         **({"scaler": scaler.state_dict()} if scaler is not None else {}),
     }
     save_resumable(output, model, tokenizer, state, keep_last=keep, report=report)
@@ -181,7 +196,7 @@ def train(
     schedule = Schedule(config)
     result = TrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
     if checkpoint is not None:
-        _restore(checkpoint, optimizer, schedule, result, shard, reporter, scaler=accelerator.scaler)
+        _restore(checkpoint, optimizer, schedule, result, shard, reporter, scaler=accelerator.scaler, position=job.position)
     multipliers = lr_multipliers(
         optimizer.param_groups, schedule, head_warmup_steps=config.head_warmup_steps, ramp_steps=lambda: schedule.warmup_steps
     )  # one per group: layer-wise scale; the body still during a head-only warm-up
@@ -215,11 +230,12 @@ def train(
         reporter.message(f"step {result.steps}: eval {shown}")
 
     def save() -> Path:
-        rng = gathered_rng_states(accelerator)  # a collective: every process takes part
+        rng = gathered_rng_states(accelerator)  # collectives: every process takes part
+        data = gathered(accelerator, job.position.state()) if job.position is not None else None
         if shard.is_main:
             _save(
                 output, model, job.tokenizer, optimizer, schedule, result, rng,
-                scaler=accelerator.scaler, keep=config.keep_last, report=reporter.message,
+                data=data, scaler=accelerator.scaler, keep=config.keep_last, report=reporter.message,
             )  # fmt: skip
         return output / CHECKPOINTS / f"step-{result.steps}"
 
@@ -322,11 +338,20 @@ def _build(
 
 def _restore(
     checkpoint: Path, optimizer, schedule: Schedule, result: TrainResult, shard: Shard, reporter: Reporter,
-    *, scaler: torch.amp.GradScaler | None = None,
+    *, scaler: torch.amp.GradScaler | None = None, position: DataPosition | None = None,
 ) -> None:  # fmt: skip
     """Continue where ``checkpoint`` stopped: optimizer, schedule, step, tokens, this process's
-    random state, and the fp16 gradient scaler when both the run and the checkpoint have one."""
+    random state and data ``position``, and the fp16 gradient scaler when both the run and the
+    checkpoint have one.
+
+    Raises:
+        ValueError: the run needs a data position that the checkpoint lacks (or has one for
+            another number of processes), or the checkpoint has one that the run would ignore.
+    """
     state = load_state(checkpoint)
+    _check_data_position(checkpoint, state.get("data"), position is not None, shard.world)
+    if position is not None:
+        position.load(state["data"][shard.rank])
     optimizer.load_state_dict(state["optimizer"])
     if scaler is not None and "scaler" in state:
         scaler.load_state_dict(state["scaler"])
@@ -341,6 +366,15 @@ def _restore(
     result.steps, result.tokens = int(state["step"]), int(state["tokens"])
     result.seconds = float(state.get("seconds", 0.0))
     reporter.message(f"resuming from {checkpoint} (step {result.steps}, {result.seconds / 60:.1f} min trained)")
+
+
+def _check_data_position(checkpoint: Path, saved: list[dict[str, Any]] | None, needed: bool, world: int) -> None:
+    if needed and saved is None:
+        raise ValueError(f"{checkpoint} holds no stream position (written by a run without --streaming): resume without it")
+    if not needed and saved is not None:
+        raise ValueError(f"{checkpoint} was written by a --streaming run, whose data order only it can resume: add --streaming")
+    if saved is not None and len(saved) != world:
+        raise ValueError(f"{checkpoint} was written by {len(saved)} processes; a --streaming run resumes on as many, not {world}")
 
 
 def _backward(

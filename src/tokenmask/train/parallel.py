@@ -61,13 +61,18 @@ def rng_state() -> dict[str, torch.Tensor]:
     return state
 
 
+def gathered(accelerator: Accelerator, value: Any) -> list[Any]:
+    """Every process's ``value`` (picklable), in rank order (a collective: all processes call it)."""
+    if accelerator.num_processes == 1:
+        return [value]
+    values: list[Any] = [None] * accelerator.num_processes
+    dist.all_gather_object(values, value)
+    return values
+
+
 def gathered_rng_states(accelerator: Accelerator) -> list[dict[str, torch.Tensor]]:
     """Every process's :func:`rng_state`, in rank order (a collective: all processes call it)."""
-    if accelerator.num_processes == 1:
-        return [rng_state()]
-    states: list[Any] = [None] * accelerator.num_processes
-    dist.all_gather_object(states, rng_state())
-    return states
+    return gathered(accelerator, rng_state())
 
 
 def restore_rng_state(states: list[dict[str, torch.Tensor]], rank: int) -> bool:

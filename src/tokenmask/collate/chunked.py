@@ -1,0 +1,126 @@
+"""Micro-batches of a streamed corpus (``--streaming``): chunk by chunk, with the position after each.
+
+:class:`ChunkBatches` reads a rank's document stream, packs each chunk
+(:mod:`tokenmask.blocks.chunks`), shuffles its blocks and collates them into micro-batches;
+DataLoader worker ``w`` of ``n`` does every ``n``-th chunk, and the DataLoader hands the chunks
+out in turn, so the micro-batches are the same whatever the number of workers. Unlike
+:class:`~tokenmask.collate.stream.MicroBatches` (random access to cached blocks), the order is
+the stream's, shuffled within a chunk; what a rank trains on depends on the seed and the world
+size. :func:`positioned_batches` yields each micro-batch with the :class:`StreamPosition` after
+it: what a checkpoint saves, and where a resumed run starts, exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from tokenmask.blocks.chunks import pack_chunk, stream_chunks
+from tokenmask.collate.stream import EpochCollator, micro_batches
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from tokenmask.text.phrases import Phrases
+    from tokenmask.text.streaming import DocumentStream
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a rank's stream stands: ``batch`` micro-batches of chunk ``chunk`` of ``epoch`` are
+    done; that chunk starts at the stream's document ``first_document``."""
+
+    epoch: int = 0
+    chunk: int = 0
+    first_document: int = 0
+    batch: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> StreamPosition:
+        return cls(**{name: int(state[name]) for name in ("epoch", "chunk", "first_document", "batch")})
+
+
+class ChunkBatches(IterableDataset):
+    """A rank's chunks forever, from ``start``: each as ``{"epoch", "chunk", "first_document",
+    "batches"}``, its blocks shuffled (by seed, epoch and chunk) and collated ``batch_size`` at a
+    time (the last micro-batch of a chunk may be smaller).
+
+    Args:
+        stream: the rank's documents (:class:`~tokenmask.text.streaming.DocumentStream`).
+        tokenizer: encodes them (a fast tokenizer: word ids).
+        collator: masks a micro-batch for an epoch (:class:`~tokenmask.collate.stream.EpochCollator`).
+        block_length / phrases: how chunks are packed (:func:`~tokenmask.blocks.chunks.pack_chunk`).
+        batch_size: blocks per micro-batch.
+        seed: decides the order within each chunk.
+        characters: text per chunk (:func:`~tokenmask.blocks.chunks.stream_chunks`).
+        validation_share: documents held out by hash, or None.
+        dupe_factor: static masking, as in :class:`~tokenmask.collate.stream.MicroBatches`.
+        start: the position to continue from; its chunk is packed again whole.
+    """
+
+    def __init__(
+        self,
+        stream: DocumentStream,
+        tokenizer: PreTrainedTokenizerBase,
+        collator: EpochCollator,
+        *,
+        block_length: int,
+        batch_size: int,
+        seed: int,
+        characters: int,
+        validation_share: float | None,
+        dupe_factor: int | None = None,
+        start: StreamPosition = StreamPosition(),
+        phrases: Phrases | None = None,
+    ) -> None:
+        self.stream, self.tokenizer, self.collator, self.phrases = stream, tokenizer, collator, phrases
+        self.block_length, self.batch_size, self.seed = block_length, batch_size, seed
+        self.characters, self.validation_share, self.dupe_factor, self.start = characters, validation_share, dupe_factor, start
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        chunks = stream_chunks(
+            self.stream, characters=self.characters, validation_share=self.validation_share,
+            epoch=self.start.epoch, index=self.start.chunk, first_document=self.start.first_document,
+        )  # fmt: skip
+        for number, chunk in enumerate(chunks):
+            if number % workers != worker:
+                continue
+            uid = chunk.index * self.stream.world + self.stream.rank
+            blocks = pack_chunk(chunk, self.tokenizer, block_length=self.block_length, uid=uid, phrases=self.phrases)
+            order = torch.randperm(len(blocks), generator=torch.Generator().manual_seed(_order_seed(self.seed, chunk.epoch, uid)))
+            masks_of = chunk.epoch % self.dupe_factor if self.dupe_factor else chunk.epoch  # static / dynamic masking
+            batches = [
+                self.collator.collate([blocks[i] for i in order[at : at + self.batch_size].tolist()], epoch=masks_of)
+                for at in range(0, len(blocks), self.batch_size)
+            ]
+            yield {"epoch": chunk.epoch, "chunk": chunk.index, "first_document": chunk.first_document, "batches": batches}
+
+
+def _order_seed(seed: int, epoch: int, uid: int) -> int:
+    return ((seed * 1_000_003 + epoch) * 1_000_003 + uid) % (1 << 63)
+
+
+def positioned_batches(
+    chunks: ChunkBatches, *, workers: int = 0, pin_memory: bool = False
+) -> Iterator[tuple[dict[str, Any], StreamPosition]]:
+    """Each micro-batch of ``chunks`` from its start position on, with the position after it.
+
+    Chunks come from this process (``workers=0``) or from DataLoader workers (see
+    :func:`~tokenmask.collate.stream.micro_batches`); the micro-batches of the start position's
+    chunk that it counts as done are passed over.
+    """
+    skip = chunks.start.batch
+    for item in micro_batches(chunks, workers=workers, pin_memory=pin_memory, prefetch=2):
+        for number in range(skip, len(item["batches"])):
+            position = StreamPosition(int(item["epoch"]), int(item["chunk"]), int(item["first_document"]), number + 1)
+            yield item["batches"][number], position
+        skip = 0

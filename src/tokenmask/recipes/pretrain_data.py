@@ -1,0 +1,194 @@
+"""Where pre-training's blocks come from: the block cache, or the stream (``--streaming``).
+
+The cache (:mod:`tokenmask.blocks.build`) encodes the corpus first and serves blocks in a
+seeded random order; the step count places a resumed run. The stream
+(:mod:`tokenmask.collate.chunked`) packs blocks as the corpus is read, in its order shuffled
+within chunks; its position is saved in checkpoints. Both give the job a :class:`PretrainData`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from tokenmask.blocks.chunks import held_out_blocks
+from tokenmask.blocks.entry import PretrainBlocks
+from tokenmask.blocks.load import load_blocks
+from tokenmask.collate.chunked import ChunkBatches, StreamPosition, positioned_batches
+from tokenmask.collate.collator import MaskingCollator
+from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
+from tokenmask.recipes.config import PretrainConfig
+from tokenmask.text.streaming import DocumentStream
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from tokenmask.text.phrases import Phrases
+
+
+@dataclass(frozen=True)
+class PretrainData:
+    """What a pre-training job reads.
+
+    Attributes:
+        evaluation: the blocks it is scored on (fixed masks).
+        summary: one line on the blocks, for the model card.
+        report: what was read, for the run's log.
+        scored_on: where ``evaluation`` comes from: ``"validation"``, ``"training"`` or ``"evaluation corpus"``.
+        batches: ``(skip, device) -> micro-batches forever`` (``skip``: as the loop's ``Job.batches``).
+        position: the stream's position, saved in checkpoints; None for the cache.
+    """
+
+    evaluation: Sequence[Any]
+    summary: str
+    report: str
+    scored_on: str
+    batches: Callable[[int, torch.device], Iterator[dict[str, Any]]]
+    position: StreamCursor | None = None
+
+
+class StreamCursor:
+    """A rank's :class:`~tokenmask.collate.chunked.StreamPosition`: loaded on resume, moved by
+    each micro-batch the loop takes (:class:`~tokenmask.train.loop.DataPosition`)."""
+
+    def __init__(self) -> None:
+        self.now = StreamPosition()
+
+    def state(self) -> dict[str, Any]:
+        return self.now.as_dict()
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.now = StreamPosition.from_dict(state)
+
+
+def pretrain_data(
+    config: PretrainConfig,
+    tokenizer: PreTrainedTokenizerBase,
+    collator: MaskingCollator,
+    shard: Shard,
+    *,
+    phrases: Phrases | None = None,
+) -> PretrainData:
+    """The blocks of a run: from the cache, or streamed with ``config.blocks.streaming``.
+
+    Raises:
+        ValueError: a corpus that cannot be read, or gives no training or validation text.
+    """
+    evaluation = None
+    if config.eval_corpus:
+        evaluation = held_out_blocks(
+            DocumentStream(config.eval_corpus, config.reading), tokenizer, block_length=config.blocks.max_length,
+            count=config.eval_blocks, validation_share=None, phrases=phrases,
+        )  # fmt: skip
+    if config.blocks.streaming:
+        return _streamed(config, tokenizer, collator, shard, phrases, evaluation)
+    return _cached(config, tokenizer, collator, shard, phrases, evaluation)
+
+
+def _cached(
+    config: PretrainConfig, tokenizer: PreTrainedTokenizerBase, collator: MaskingCollator, shard: Shard,
+    phrases: Phrases | None, evaluation: Sequence[Any] | None,
+) -> PretrainData:  # fmt: skip
+    blocks = load_blocks(config.corpus, tokenizer, reading=config.reading, blocks=config.blocks, phrases=phrases)
+    check_blocks(blocks, batch_size=config.loop.batch_size, processes=shard.world)
+    loop = config.loop
+
+    def batches(skip: int, device: torch.device) -> Iterator[dict[str, Any]]:
+        stream = MicroBatches(
+            blocks.train, collator, batch_size=loop.batch_size, seed=loop.seed, dupe_factor=config.dupe_factor,
+            skip=skip, shard=shard,
+        )  # fmt: skip
+        return micro_batches(stream, workers=loader_workers(config, device), pin_memory=device.type == "cuda")
+
+    corpus = ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
+    if evaluation is not None:
+        scored_on = "evaluation corpus"
+    else:
+        scored_on = "validation" if blocks.validation else "training"
+        evaluation = (blocks.validation or blocks.train)[: config.eval_blocks]
+    summary = (
+        f"{corpus}: {len(blocks.train):,} training and {len(blocks.validation):,} validation blocks "
+        f"of {blocks.block_length} tokens"
+    )
+    return PretrainData(evaluation, summary, blocks.describe(), scored_on, batches)
+
+
+def _streamed(
+    config: PretrainConfig, tokenizer: PreTrainedTokenizerBase, collator: MaskingCollator, shard: Shard,
+    phrases: Phrases | None, evaluation: Sequence[Any] | None,
+) -> PretrainData:  # fmt: skip
+    share = None if evaluation is not None else config.blocks.validation_share
+    stream = DocumentStream(config.corpus, config.reading, rank=shard.rank, world=shard.world)
+    if evaluation is None:  # the held-out documents at the start of the whole stream, the same on every rank
+        evaluation = held_out_blocks(
+            DocumentStream(config.corpus, config.reading), tokenizer, block_length=config.blocks.max_length,
+            count=config.eval_blocks, validation_share=share, phrases=phrases,
+        )  # fmt: skip
+    cursor, loop = StreamCursor(), config.loop
+
+    def batches(skip: int, device: torch.device) -> Iterator[dict[str, Any]]:
+        chunks = ChunkBatches(
+            stream, tokenizer, collator, block_length=config.blocks.max_length, batch_size=loop.batch_size,
+            seed=loop.seed, characters=config.blocks.chunk_characters, validation_share=share,
+            dupe_factor=config.dupe_factor, start=cursor.now, phrases=phrases,
+        )  # fmt: skip
+        workers = loader_workers(config, device)
+        for batch, cursor.now in positioned_batches(chunks, workers=workers, pin_memory=device.type == "cuda"):
+            yield batch
+
+    corpus = ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
+    held = "the evaluation corpus" if config.eval_corpus else f"{config.blocks.validation_share:.0%} of documents held out"
+    summary = (
+        f"{corpus}, streamed: blocks of {config.blocks.max_length} tokens packed as read, shuffled within chunks of "
+        f"{config.blocks.chunk_characters:,} characters; scored on {len(evaluation):,} blocks of {held}"
+    )
+    scored_on = "evaluation corpus" if config.eval_corpus else "validation"
+    return PretrainData(evaluation, summary, summary, scored_on, batches, cursor)
+
+
+def loader_workers(config: PretrainConfig, device: torch.device) -> int:
+    """DataLoader workers for the run: ``config.num_workers``, or by default 2 on a GPU (0 with a
+    masking-rate schedule, which workers would not see) and 0 on a CPU."""
+    if config.num_workers is not None:
+        return config.num_workers
+    return 2 if device.type == "cuda" and config.mlm_probability_end is None else 0
+
+
+def check_blocks(blocks: PretrainBlocks, *, batch_size: int, processes: int = 1) -> None:
+    """Refuse cached blocks the loop could not train on, before it writes anything.
+
+    Raises:
+        ValueError: fewer training blocks than one batch on each process (the message says
+            how many there are and which ``--batch-size`` fits, e.g. ``the corpus gives 3
+            training blocks of 128 tokens, fewer than one batch of 8: pass --batch-size 3 or
+            less, or give more text``).
+    """
+    count, world = len(blocks.train), processes
+    if count < batch_size * world:
+        on = f" on each of {world} processes" if world > 1 else ""
+        fits = count // world
+        advice = f"pass --batch-size {fits}{' or less' * (fits > 1)}, or give" if fits else "give"
+        raise ValueError(
+            f"the corpus gives {count:,} training block{'s' * (count != 1)} of {blocks.block_length} tokens, "
+            f"fewer than one batch of {batch_size}{on}: {advice} more text (or a shorter --max-length)"
+        )
+
+
+def check_maskable(evaluation: Sequence[dict[str, Any]], protected: np.ndarray, scored_on: str) -> None:
+    """Refuse evaluation blocks without a token that masking may select.
+
+    Args:
+        protected: ``(V,)`` bool, the ids masking never selects (special tokens, ``[UNK]``…).
+
+    Raises:
+        ValueError: every token of ``evaluation`` is protected (e.g. all ``[UNK]``).
+    """
+    if not any((~protected[np.asarray(block["input_ids"])]).any() for block in evaluation):
+        raise ValueError(
+            f"the {scored_on} blocks hold no token that may be masked: all are special tokens such as [UNK] "
+            "(does the tokenizer cover the corpus's characters?)"
+        )

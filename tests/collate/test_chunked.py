@@ -1,0 +1,76 @@
+"""Streamed micro-batches: the same whatever the number of workers, and a resumed stream continues exactly."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+import pytest
+import torch
+
+from tokenmask.collate.chunked import ChunkBatches, StreamPosition, positioned_batches
+from tokenmask.collate.collator import MaskingCollator
+from tokenmask.text.config import ReadingConfig
+from tokenmask.text.streaming import DocumentStream
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("streamed") / "plays.txt"
+    path.write_text("\n\n".join(" ".join(lines[i : i + 5]) for i in range(0, 750, 5)), encoding="utf-8")
+    return path
+
+
+def chunk_batches(corpus, tokenizer, *, start=None, rank=0, world=1):
+    """150 paragraphs in chunks of ~3,000 characters (9 chunks an epoch, 4-5 micro-batches of 3 blocks of 64 each)."""
+    return ChunkBatches(
+        DocumentStream((str(corpus),), ReadingConfig(), rank=rank, world=world), tokenizer,
+        MaskingCollator(tokenizer, seed=3), block_length=64, batch_size=3, seed=5, characters=3000,
+        validation_share=0.1, start=start or StreamPosition(),
+    )  # fmt: skip
+
+
+def taken(batches, count):
+    return list(islice(batches, count))
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in ("input_ids", "labels", "attention_mask"))
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_workers_hand_out_the_same_micro_batches_in_the_same_order(corpus, bert_tokenizer):
+    alone = taken(positioned_batches(chunk_batches(corpus, bert_tokenizer)), 60)
+    for workers in (2, 3):
+        pooled = taken(positioned_batches(chunk_batches(corpus, bert_tokenizer), workers=workers), 60)
+        assert [p for _, p in pooled] == [p for _, p in alone]
+        assert all(same(a, b) for (a, _), (b, _) in zip(alone, pooled))
+
+
+def test_a_stream_started_at_a_saved_position_continues_exactly(corpus, bert_tokenizer):
+    whole = taken(positioned_batches(chunk_batches(corpus, bert_tokenizer)), 70)  # past the end of the first epoch
+    assert whole[-1][1].epoch == 1 and whole[0][1].epoch == 0
+    for cut in (0, 1, 7, 33, 50):
+        start = whole[cut][1]  # the position after micro-batch `cut`
+        resumed = taken(positioned_batches(chunk_batches(corpus, bert_tokenizer, start=start)), 70 - cut - 1)
+        assert [p for _, p in resumed] == [p for _, p in whole[cut + 1 :]]
+        assert all(same(a, b) for (a, _), (b, _) in zip(resumed, whole[cut + 1 :]))
+
+
+def test_epochs_bring_new_masks_and_orders_of_the_same_blocks(corpus, bert_tokenizer):
+    batches = taken(positioned_batches(chunk_batches(corpus, bert_tokenizer)), 120)
+    first = [b for b, p in batches if p.epoch == 0 and p.chunk == 0]
+    second = [b for b, p in batches if p.epoch == 1 and p.chunk == 0]
+    assert first and len(first) == len(second)
+    original = lambda b: torch.where(b["labels"] >= 0, b["labels"], b["input_ids"])  # noqa: E731
+    rows = lambda bs: sorted(tuple(r.tolist()) for b in bs for r in original(b))  # noqa: E731
+    assert rows(first) == rows(second)  # the same blocks...
+    assert not all(same(a, b) for a, b in zip(first, second))  # ...in another order, with other masks
+
+
+def test_ranks_train_on_different_blocks_with_unique_ids(corpus, bert_tokenizer):
+    seen = {}
+    for rank in range(2):
+        for batch, _ in taken(positioned_batches(chunk_batches(corpus, bert_tokenizer, rank=rank, world=2)), 20):
+            for row in batch["input_ids"]:
+                seen.setdefault(tuple(row.tolist()), set()).add(rank)
+    assert all(len(ranks) == 1 for ranks in seen.values())
