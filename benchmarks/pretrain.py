@@ -26,6 +26,7 @@ Run from the repository root::
     python benchmarks/pretrain.py --equal-time 4           # plus accuracy at 4 minutes each (~14 min)
     python benchmarks/pretrain.py --preset modernbert-tiny --batch-size 8 --lr 2e-3 --repeats 1 --equal-time 4
     python benchmarks/pretrain.py --init minilm            # continued pre-training, 10 min per run (~35 min)
+    python benchmarks/pretrain.py --equal-accuracy 0.2     # time to accuracy 0.2, default run vs Trainer (~20 min)
 """
 
 from __future__ import annotations
@@ -214,8 +215,21 @@ def main() -> None:
         "scored on the King James Bible (benchmarks/continued.py)",
     )
     parser.add_argument("--hf-lr", type=float, default=3e-4, help="with --init: the Trainer's learning rate")
+    parser.add_argument(
+        "--equal-accuracy",
+        type=float,
+        metavar="A",
+        help="instead: the training time the default run and the Trainer recipe each need to reach fixed-mask accuracy A "
+        "(benchmarks/accuracy_time.py; --minutes each at most)",
+    )
+    parser.add_argument("--minutes", type=float, default=9.0, help="with --equal-accuracy: each side's time budget")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.equal_accuracy:
+        from accuracy_time import main as accuracy_time
+
+        accuracy_time(accuracy=args.equal_accuracy, minutes=args.minutes, json_path=args.json)
+        return
     if args.init:
         from continued import main as continued
 
