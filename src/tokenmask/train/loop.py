@@ -41,7 +41,7 @@ from tokenmask.train.runs import (
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
 from tokenmask.train.step import LossFunction, backward_step, count_targets, optimizer_step, skip_reason
-from tokenmask.train.trackers import PROJECT, installed_trackers, tracker_config
+from tokenmask.train.trackers import installed_trackers, start_trackers
 
 __all__ = ["DataPosition", "Job", "NonFiniteSteps", "QuietReporter", "Reporter", "TrainResult", "train"]
 
@@ -203,13 +203,13 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers, last_epoch=result.steps - 1)
     head_warmup = HeadWarmup(model, config.head_warmup_steps, freeze=shard.world == 1)
     batches = job.batches(result.steps * config.grad_accum)  # refuses data that fill no batch: before OUTPUT is written
+    if trackers:  # a tracker that fails to start (a bad URI, no login) stops the run before OUTPUT is written too
+        start_trackers(accelerator, trackers, settings if settings is not None else flatten(config))
     if shard.is_main:
         if checkpoint is not None:
             trim_metrics(output, result.steps, reporter.message)
         output.mkdir(parents=True, exist_ok=True)
         write_settings(output / CONFIG_FILE, settings if settings is not None else flatten(config))
-    if trackers:
-        accelerator.init_trackers(PROJECT, config=tracker_config(settings if settings is not None else flatten(config)))
     log = (
         RunLog(output, append=checkpoint is not None, mirror=accelerator.log if trackers else None) if shard.is_main else _NoLog()
     )

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only
+    from accelerate import Accelerator
 
 PACKAGES: dict[str, tuple[str, ...]] = {
     "tensorboard": ("tensorboard", "tensorboardX"),
@@ -40,6 +43,20 @@ def installed_trackers(names: Sequence[str]) -> list[str]:
     if missing:
         raise ValueError(f"report_to names {', '.join(missing)}, not installed: pip install {' '.join(missing)}, or leave it out")
     return present
+
+
+def start_trackers(accelerator: Accelerator, names: Sequence[str], settings: Mapping[str, Any]) -> None:
+    """Start Accelerate's trackers ``names`` for project :data:`PROJECT`, with the run's settings as their config.
+
+    Raises:
+        ValueError: a tracker failed to start (its own message, e.g. MLflow refusing a
+            ``file:`` tracking URI, named with the trackers asked for).
+    """
+    try:
+        accelerator.init_trackers(PROJECT, config=tracker_config(settings))
+    except Exception as error:  # each tracker raises its own kinds: say which were asked for, and why
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"--report-to {','.join(names)}: a tracker failed to start: {reason}") from error
 
 
 def tracker_config(settings: Mapping[str, Any]) -> dict[str, int | float | str | bool]:
