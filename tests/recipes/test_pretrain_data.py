@@ -7,10 +7,13 @@ import json
 import re
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
 from tokenmask.blocks.entry import PretrainBlocks
+from tokenmask.cli.main import main
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.recipes.pretrain import pretrain
 from tokenmask.recipes.pretrain_data import check_blocks, check_maskable, loader_workers
@@ -135,3 +138,17 @@ def test_pmi_masking_needs_the_cache(plays):
         streamed(plays, "o", strategy="pmi")
     with pytest.raises(ValueError, match="strategy 'pmi'"):
         build(PretrainConfig, {"output": "o", "corpus": ("hf:wikitext",), "strategy": "pmi"})
+
+
+def test_a_hub_layout_folder_trains_with_and_without_streaming_and_fills_masks(tmp_path, lines, capsys):
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    texts = [" ".join(lines[i : i + 6]) for i in range(0, 1200, 6)]
+    pq.write_table(pa.table({"body": texts}), tmp_path / "hub" / "data" / "train-00000-of-00001.parquet")
+    for streaming in ((), ("--streaming",)):
+        output = tmp_path / f"run{len(streaming)}"
+        argv = ["pretrain", f"hf:{tmp_path / 'hub'}", "--text-field", "body", "--output", str(output), "--preset", "bert-tiny",
+                "--max-steps", "2", "--max-length", "32", "--validation-share", "0.1", *streaming]  # fmt: skip
+        assert main(argv) == 0
+        shown = capsys.readouterr().out
+        assert "fill-mask on held-out lines" in shown and "answer:" in shown
+        assert ("streamed:" in shown) == bool(streaming)

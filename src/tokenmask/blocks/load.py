@@ -12,6 +12,7 @@ from tokenmask.masking.config import UnitConfig
 from tokenmask.text.config import ReadingConfig
 from tokenmask.text.corpus import read_texts
 from tokenmask.text.resources import shakespeare_scenes
+from tokenmask.text.streaming import DocumentStream, is_hub_name
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -30,11 +31,15 @@ def load_blocks(
 ) -> PretrainBlocks:
     """A run's training and validation blocks: of ``corpus`` (:func:`corpus_blocks`), or of the
     bundled plays, one document per scene, when ``corpus`` is empty; from the block cache when it
-    holds them. With ``phrases`` (PMI n-grams, terms) the blocks carry the merged word ids."""
+    holds them. A Hub dataset (``hf:NAME``) is read once through ``datasets`` and not cached
+    (nothing tells when it changes). With ``phrases`` (PMI n-grams, terms) the blocks carry the
+    merged word ids."""
     settings: dict[str, Any] = dict(
         block_length=blocks.max_length, validation_share=blocks.validation_share, cache_dir=blocks.cache_dir,
         use_cache=not blocks.no_cache, phrases=phrases,
     )  # fmt: skip
+    if corpus and is_hub_name(corpus[0]):
+        return build_blocks(DocumentStream(tuple(corpus), reading).documents(), tokenizer, **settings)
     if corpus:
         return corpus_blocks(corpus, tokenizer, **reading.keywords(), **settings)
     return build_blocks(shakespeare_scenes(), tokenizer, **settings)
@@ -62,6 +67,8 @@ def load_phrases(
 
 def corpus_documents(corpus: Sequence[str], reading: ReadingConfig) -> Iterable[str]:
     """The non-blank documents of ``corpus``, streamed, or the bundled plays (one per scene) when it is empty."""
+    if corpus and is_hub_name(corpus[0]):
+        return (text for text in DocumentStream(tuple(corpus), reading).documents() if text.strip())
     if corpus:
         return read_texts(corpus, **reading.keywords())
     return shakespeare_scenes()
