@@ -1,7 +1,7 @@
 """Micro-batches of a streamed corpus (``--streaming``): chunk by chunk, with the position after each.
 
 :class:`ChunkBatches` reads a rank's document stream, packs each chunk
-(:mod:`tokenmask.blocks.chunks`), shuffles its blocks and collates them into micro-batches;
+(:mod:`tokenmask.blocks.streamed`), shuffles its blocks and collates them into micro-batches;
 DataLoader worker ``w`` of ``n`` does every ``n``-th chunk, and the DataLoader hands the chunks
 out in turn, so the micro-batches are the same whatever the number of workers. Unlike
 :class:`~tokenmask.collate.stream.MicroBatches` (random access to cached blocks), the order is
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from tokenmask.blocks.chunks import pack_chunk, stream_chunks
+from tokenmask.blocks.streamed import chunk_blocks, stream_chunks
 from tokenmask.collate.stream import EpochCollator, micro_batches
 
 if TYPE_CHECKING:
@@ -56,10 +56,10 @@ class ChunkBatches(IterableDataset):
         stream: the rank's documents (:class:`~tokenmask.text.streaming.DocumentStream`).
         tokenizer: encodes them (a fast tokenizer: word ids).
         collator: masks a micro-batch for an epoch (:class:`~tokenmask.collate.stream.EpochCollator`).
-        block_length / phrases: how chunks are packed (:func:`~tokenmask.blocks.chunks.pack_chunk`).
+        block_length / phrases: how chunks are packed (:func:`~tokenmask.blocks.streamed.chunk_blocks`).
         batch_size: blocks per micro-batch.
         seed: decides the order within each chunk.
-        characters: text per chunk (:func:`~tokenmask.blocks.chunks.stream_chunks`).
+        characters: text per chunk (:func:`~tokenmask.blocks.streamed.stream_chunks`).
         validation_share: documents held out by hash, or None.
         dupe_factor: static masking, as in :class:`~tokenmask.collate.stream.MicroBatches`.
         start: the position to continue from; its chunk is packed again whole.
@@ -95,7 +95,7 @@ class ChunkBatches(IterableDataset):
             if number % workers != worker:
                 continue
             uid = chunk.index * self.stream.world + self.stream.rank
-            blocks = pack_chunk(chunk, self.tokenizer, block_length=self.block_length, uid=uid, phrases=self.phrases)
+            blocks = chunk_blocks(chunk, self.tokenizer, block_length=self.block_length, uid=uid, phrases=self.phrases)
             order = torch.randperm(len(blocks), generator=torch.Generator().manual_seed(_order_seed(self.seed, chunk.epoch, uid)))
             masks_of = chunk.epoch % self.dupe_factor if self.dupe_factor else chunk.epoch  # static / dynamic masking
             batches = [

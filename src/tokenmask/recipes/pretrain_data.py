@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from tokenmask.blocks.chunks import held_out_blocks
 from tokenmask.blocks.entry import PretrainBlocks
 from tokenmask.blocks.load import load_blocks
+from tokenmask.blocks.streamed import held_out_blocks
 from tokenmask.collate.chunked import ChunkBatches, StreamPosition, positioned_batches
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches

@@ -32,7 +32,7 @@ MAX_HELD_OUT_READ = 200_000
 
 
 @dataclass(frozen=True)
-class Chunk:
+class StreamChunk:
     """Documents of one chunk of a rank's stream: the ``index``-th chunk of ``epoch``, starting
     at the stream's document ``first_document`` (counting blank and held-out ones too)."""
 
@@ -51,7 +51,7 @@ def stream_chunks(
     epoch: int = 0,
     index: int = 0,
     first_document: int = 0,
-) -> Iterator[Chunk]:
+) -> Iterator[StreamChunk]:
     """The chunks of ``stream``, epoch after epoch, forever, from chunk ``index`` of ``epoch``
     (which starts at document ``first_document``: the ones before are read and passed over).
 
@@ -71,10 +71,10 @@ def stream_chunks(
                 texts.append(text)
                 size += len(text)
             if size >= characters:
-                yield Chunk(epoch, index, first_document, texts)
+                yield StreamChunk(epoch, index, first_document, texts)
                 texts, size, index, first_document = [], 0, index + 1, number
         if texts:
-            yield Chunk(epoch, index, first_document, texts)
+            yield StreamChunk(epoch, index, first_document, texts)
         elif index == 0:  # no chunk at all in this epoch (a chunk closes only once it holds text)
             raise ValueError(
                 "the corpus holds no text for training: every document read is blank"
@@ -83,8 +83,8 @@ def stream_chunks(
         epoch, index, first_document = epoch + 1, 0, 0
 
 
-def pack_chunk(
-    chunk: Chunk,
+def chunk_blocks(
+    chunk: StreamChunk,
     tokenizer: PreTrainedTokenizerBase,
     *,
     block_length: int,

@@ -8,7 +8,7 @@ from itertools import islice
 import pytest
 
 from tokenmask.blocks.build import is_validation
-from tokenmask.blocks.chunks import CHUNK_ID_STRIDE, HELD_OUT_IDS, held_out_blocks, pack_chunk, stream_chunks
+from tokenmask.blocks.streamed import CHUNK_ID_STRIDE, HELD_OUT_IDS, chunk_blocks, held_out_blocks, stream_chunks
 from tokenmask.text.config import ReadingConfig
 from tokenmask.text.streaming import DocumentStream
 
@@ -63,7 +63,7 @@ def test_block_ids_are_unique_across_chunks_and_held_out_blocks(bert_tokenizer, 
     chunks = list(islice(stream_chunks(stream, characters=4000, validation_share=0.1), 3))
     blocks = []
     for chunk in chunks:  # as rank 1 of 2 packs them: uid = index * world + rank
-        packed = pack_chunk(chunk, bert_tokenizer, block_length=32, uid=chunk.index * 2 + 1)
+        packed = chunk_blocks(chunk, bert_tokenizer, block_length=32, uid=chunk.index * 2 + 1)
         assert [b["id"] for b in packed] == [(chunk.index * 2 + 1) * CHUNK_ID_STRIDE + n for n in range(len(packed))]
         blocks += packed
     held = held_out_blocks(stream, bert_tokenizer, block_length=32, count=5, validation_share=0.1)
