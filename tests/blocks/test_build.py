@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tokenmask.blocks import build as pretrain
+from tokenmask.blocks import shard
 from tokenmask.blocks.build import build_blocks, corpus_blocks, is_validation
 from tokenmask.blocks.store import BlockSequence
 from tokenmask.text.corpus import read_texts
@@ -15,13 +15,13 @@ from tokenmask.text.corpus import read_texts
 def encodes(monkeypatch):
     """Count the tokenizer batches the builds run (0 after a build means: loaded from cache)."""
     calls = []
-    real = pretrain.encode_documents
+    real = shard.encode_documents
 
     def counting(texts, tokenizer):
         calls.append(len(texts))
         return real(texts, tokenizer)
 
-    monkeypatch.setattr(pretrain, "encode_documents", counting)
+    monkeypatch.setattr(shard, "encode_documents", counting)
     return calls
 
 
@@ -137,7 +137,7 @@ def test_a_failed_build_leaves_nothing_that_looks_whole(bert_tokenizer, lines, t
             text_field="body",
             cache_dir=tmp_path / "cache",
         )
-    real, calls = pretrain.encode_documents, []
+    real, calls = shard.encode_documents, []
 
     def crash_on_second_batch(texts, tokenizer):
         calls.append(1)
@@ -145,13 +145,13 @@ def test_a_failed_build_leaves_nothing_that_looks_whole(bert_tokenizer, lines, t
             raise KeyboardInterrupt  # as a user stopping the build
         return real(texts, tokenizer)
 
-    monkeypatch.setattr(pretrain, "encode_documents", crash_on_second_batch)
+    monkeypatch.setattr(shard, "encode_documents", crash_on_second_batch)
     with pytest.raises(KeyboardInterrupt):
         build_blocks(
             lines[:100], bert_tokenizer, block_length=32, validation_share=0.1, cache_dir=tmp_path / "cache", batch_size=10
         )
     assert list((tmp_path / "cache" / "blocks").iterdir()) == []
-    monkeypatch.setattr(pretrain, "encode_documents", real)
+    monkeypatch.setattr(shard, "encode_documents", real)
     blocks = build_blocks(lines[:100], bert_tokenizer, block_length=32, validation_share=0.1, cache_dir=tmp_path / "cache")
     assert not blocks.from_cache and len(blocks.train) > 0
 

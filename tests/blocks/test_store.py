@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tokenmask.blocks.store import BlockSequence, BlockWriter, read_blocks
+from tokenmask.blocks.store import PHRASE_SCHEMA, SCHEMA, BlockSequence, BlockWriter, read_blocks, shift_ids
 
 BLOCKS = [
     {"input_ids": [101, 7, 8, 102], "word_ids": [-1, 0, 1, -1], "id": 0},
@@ -49,14 +49,27 @@ def test_slices_and_concatenation(stored):
     assert blocks.token_count() == 9
 
 
-def test_ids_offset_and_empty_file(tmp_path):
-    path = tmp_path / "shifted.arrow"
-    with BlockWriter(path, ids_offset=10) as writer:
-        writer.write(BLOCKS[:2])
-    assert [b["id"] for b in BlockSequence.open(path)] == [10, 11]
+def test_ids_shift_in_place_and_files_read_as_one_sequence(tmp_path):
+    first, second = tmp_path / "train-00000.arrow", tmp_path / "train-00001.arrow"
+    for path in (first, second):
+        with BlockWriter(path, batch_blocks=2) as writer:  # two record batches: the shift crosses them
+            writer.write(BLOCKS)
+    shift_ids(second, 3)
+    shift_ids(first, 0)
+    assert [b["id"] for b in BlockSequence.open(second)] == [3, 4, 5]
+    both = BlockSequence.open(first, second)
+    assert [b["id"] for b in both] == [0, 1, 2, 3, 4, 5]
+    assert [b["input_ids"] for b in both] == [b["input_ids"] for b in BLOCKS + BLOCKS]
+    assert [row["id"] for row in both.__getitems__([5, 0, 3])] == [5, 0, 3]
+    assert list(read_blocks(second))[1] == {**BLOCKS[1], "id": 4}  # the tokens are as written
+
+
+def test_empty_files_and_no_file(tmp_path):
     empty = tmp_path / "empty.arrow"
     BlockWriter(empty).close()
     assert len(BlockSequence.open(empty)) == 0 and BlockSequence.open(empty).token_count() == 0
+    assert len(BlockSequence.open()) == 0 and BlockSequence.open().table.schema.equals(SCHEMA)
+    assert BlockSequence.open(phrases=True).table.schema.equals(PHRASE_SCHEMA)
 
 
 def test_rejects_other_tables():

@@ -1,19 +1,21 @@
 """The pre-training corpus as fixed-length blocks on disk, with a deterministic train/validation split.
 
-Documents are split by a hash of their text (so the split does not depend on their order or
-number), encoded in batches and packed into blocks (:class:`tokenmask.blocks.pack.BlockPacker`)
-in one streaming pass, written to Arrow files and read back memory-mapped
-(:mod:`tokenmask.blocks.store`). Entries are cached by a key over the corpus, the tokenizer and
-the settings (:mod:`tokenmask.blocks.cache`): the second call with the same key tokenizes nothing.
+Documents are read in one streaming pass and cut into chunks; each chunk is split by a hash of
+each document's text (so the split does not depend on order or number), encoded in batches and
+packed into blocks of its own (:mod:`tokenmask.blocks.shard`), in ``num_proc`` processes
+(:mod:`tokenmask.blocks.workers`): the blocks are the same whatever that number. The shard
+files are Arrow, read back memory-mapped as one sequence per side (:mod:`tokenmask.blocks.store`).
+Entries are cached by a key over the corpus, the tokenizer and the settings
+(:mod:`tokenmask.blocks.cache`): the second call with the same key tokenizes nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sized
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,19 +33,12 @@ from tokenmask.blocks.cache import (
     tokenizer_fingerprint,
 )
 from tokenmask.blocks.entry import META_FILE, PretrainBlocks, read_entry
-from tokenmask.blocks.pack import BlockPacker, PackingCounts, batched, encode_documents, frame_ids
-from tokenmask.blocks.pack import encode_chunk as _encode_chunk
+from tokenmask.blocks.pack import PackingCounts
 from tokenmask.blocks.progress import EncodingProgress
+from tokenmask.blocks.shard import SIDES, ChunkCounts, ChunkJob, document_chunks, is_validation, shard_path
+from tokenmask.blocks.workers import default_num_proc, packed_chunks
 from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
 from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents
-
-_SIDES = ("train", "validation")
-
-
-def is_validation(text: str, share: float) -> bool:
-    """Deterministic document-level split: a hash of the text below ``share``."""
-    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") / 2**64 < share
 
 
 def build_blocks(
@@ -56,6 +51,7 @@ def build_blocks(
     use_cache: bool = True,
     progress: bool | None = None,
     batch_size: int = 1000,
+    num_proc: int | None = None,
     phrases: Phrases | None = None,
 ) -> PretrainBlocks:
     """Split documents, pack each side into blocks of ``block_length`` tokens.
@@ -74,13 +70,15 @@ def build_blocks(
         use_cache: False builds in a temporary folder, neither reading nor writing the cache.
         progress: show a progress bar on stderr; None shows it when stderr is a terminal.
         batch_size: texts encoded per tokenizer call.
+        num_proc: processes that encode (None: one per core; 1: this process, no pool). The
+            blocks are the same whatever it is, and the cache key does not cover it.
         phrases: PMI n-grams and terms to find; blocks then carry ``merged_word_ids`` and
             ``term_mask`` (:class:`~tokenmask.blocks.pack.Block`), and the cache key covers them.
 
     Raises:
         ValueError: bad settings, no text, or too little for training.
     """
-    _check_settings(block_length, validation_share, batch_size)
+    _check_settings(block_length, validation_share, batch_size, num_proc)
     key = None
     if use_cache and isinstance(texts, (list, tuple)):
         source = {"texts": texts_fingerprint(texts), "count": len(texts)}
@@ -96,6 +94,7 @@ def build_blocks(
         progress=progress,
         total=total,
         batch_size=batch_size,
+        num_proc=num_proc,
         phrases=phrases,
     )
 
@@ -115,6 +114,7 @@ def corpus_blocks(
     use_cache: bool = True,
     progress: bool | None = None,
     batch_size: int = 1000,
+    num_proc: int | None = None,
     phrases: Phrases | None = None,
 ) -> PretrainBlocks:
     """:func:`build_blocks` for a corpus on disk, streamed, cached by its files' identity.
@@ -136,11 +136,12 @@ def corpus_blocks(
         FileNotFoundError: a path matches nothing.
         ValueError: bad settings, a source that cannot be read (see ``read_documents``), no text.
     """
-    _check_settings(block_length, validation_share, batch_size)
+    _check_settings(block_length, validation_share, batch_size, num_proc)
     sources = expand_paths(paths)
+    files = fingerprint_sources(sources)
     key = None
     if use_cache:
-        source = {"files": fingerprint_sources(sources), "boundary": boundary, "text_field": text_field, "split": split,
+        source = {"files": files, "boundary": boundary, "text_field": text_field, "split": split,
                   "strict": strict, "max_line_bytes": max_line_bytes}  # fmt: skip
         key = cache_key(_key_settings(source, tokenizer, block_length, validation_share, phrases))
     stats = ReadStats()
@@ -148,17 +149,19 @@ def corpus_blocks(
     return _cached_or_built(
         lambda: read_documents(sources, **reading, stats=stats), tokenizer,  # type: ignore[arg-type]  # the keywords above
         key=key, root=_root(cache_dir), block_length=block_length, validation_share=validation_share,
-        progress=progress, total=None, batch_size=batch_size, stats=stats, phrases=phrases,
+        progress=progress, total=None, batch_size=batch_size, num_proc=num_proc, stats=stats, phrases=phrases,
     )  # fmt: skip
 
 
-def _check_settings(block_length: int, validation_share: float, batch_size: int) -> None:
+def _check_settings(block_length: int, validation_share: float, batch_size: int, num_proc: int | None) -> None:
     if block_length < 2:
         raise ValueError(f"block_length must be at least 2; got {block_length}")
     if not 0.0 <= validation_share < 1.0:
         raise ValueError(f"validation_share must be in [0, 1); got {validation_share}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}")
+    if num_proc is not None and num_proc < 1:
+        raise ValueError(f"num_proc must be at least 1; got {num_proc}")
 
 
 def _root(cache_dir: str | Path | None) -> Path:
@@ -194,6 +197,7 @@ def _cached_or_built(
     progress: bool | None,
     total: int | None,
     batch_size: int,
+    num_proc: int | None,
     stats: ReadStats | None = None,
     phrases: Phrases | None = None,
 ) -> PretrainBlocks:
@@ -205,19 +209,15 @@ def _cached_or_built(
     entry = root / "blocks" / key if key is not None else None
     if entry is not None and (entry / META_FILE).is_file():
         return read_entry(entry, cache=str(entry), from_cache=True)
+    done: list[ChunkCounts] = []
     staging = staging_folder(entry.parent if entry is not None else None)
     try:
+        job = ChunkJob(
+            staging, tokenizer, phrases, block_length=block_length, validation_share=validation_share, batch_size=batch_size
+        )
         with EncodingProgress(enabled=_show_progress(progress), total=total) as bar:
             _write_entry(
-                documents(),
-                tokenizer,
-                staging,
-                block_length=block_length,
-                validation_share=validation_share,
-                batch_size=batch_size,
-                progress=bar,
-                stats=stats or ReadStats(),
-                phrases=phrases,
+                documents(), job, num_proc=num_proc or default_num_proc(), progress=bar, stats=stats or ReadStats(), done=done
             )
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -235,54 +235,56 @@ def _show_progress(progress: bool | None) -> bool:
 
 def _write_entry(
     documents: Iterable[str],
-    tokenizer: PreTrainedTokenizerBase,
-    folder: Path,
+    job: ChunkJob,
     *,
-    block_length: int,
-    validation_share: float,
-    batch_size: int,
+    num_proc: int,
     progress: EncodingProgress,
     stats: ReadStats,
-    phrases: Phrases | None = None,
+    done: list[ChunkCounts],
 ) -> None:
-    """One pass: read, split, encode and pack the documents into ``folder``; ``meta.json`` last.
+    """Read, split, encode and pack the documents, chunk by chunk, into shard files in
+    ``job.folder``; shift their ids into one numbering; ``meta.json`` last.
 
-    ``stats`` is the reader's count of repaired lines (complete once ``documents`` is read).
+    ``stats`` is the reader's count of repaired lines (complete once ``documents`` is read);
+    ``done`` receives each chunk's counts as it completes.
 
     Raises:
         ValueError: nothing to train on (the message says why: no text at all, or none on
             the training side).
     """
-    from tokenmask.blocks.store import BlockWriter  # pyarrow: not on the import path of `tokenmask --help`
+    read = tokens = 0  # of the chunks done
 
-    start, separator = frame_ids(tokenizer)
-    with_phrases = phrases is not None
-    packers = {
-        side: BlockPacker(block_length=block_length, start=start, separator=separator, phrases=with_phrases) for side in _SIDES
-    }
-    read = empty = 0
-    with (
-        BlockWriter(folder / "train.arrow", phrases=with_phrases) as train,
-        BlockWriter(folder / "validation.part", phrases=with_phrases) as validation,
-    ):
-        writers = {"train": train, "validation": validation}
-        for chunk in batched(documents, batch_size):
-            texts = [text for text in chunk if text.strip()]
-            read, empty = read + len(chunk), empty + len(chunk) - len(texts)
-            sides = ["validation" if is_validation(text, validation_share) else "train" for text in texts]
-            for side, (ids, word_ids, columns) in zip(sides, _encoded(texts, tokenizer, phrases)):
-                writers[side].write(packers[side].add(ids, word_ids, columns))
-            progress.update(documents=read, tokens=sum(p.counts.text_tokens for p in packers.values()))
-        for side in _SIDES:
-            writers[side].write(packers[side].finish())
-    if packers["train"].counts.blocks == 0:
-        raise ValueError(_no_training_text(read, empty, packers["validation"].counts.documents))
-    _offset_ids(folder / "validation.part", folder / "validation.arrow", packers["train"].counts.blocks, with_phrases)
+    def within_chunk(documents: int, chunk_tokens: int) -> None:
+        progress.update(documents=read + documents, tokens=tokens + chunk_tokens)
+
+    for counts in packed_chunks(document_chunks(documents), job, num_proc=num_proc, progress=within_chunk):
+        done.append(counts)
+        read, tokens = read + counts.documents_read, tokens + counts.text_tokens
+        progress.update(documents=read, tokens=tokens)
+    sides = {side: _merged([c.sides[side] for c in done]) for side in SIDES}
+    empty = sum(c.empty_documents for c in done)
+    if sides["train"].blocks == 0:
+        raise ValueError(_no_training_text(read, empty, sides["validation"].documents))
+    _place_ids(job.folder, done)
     meta = {
-        "block_length": block_length, "empty_documents": empty, **_merged(packers),
+        "block_length": job.block_length, "empty_documents": empty, **asdict(_merged(list(sides.values()))),
         "invalid_utf8": stats.invalid_utf8, "first_invalid_utf8": stats.first_invalid,
+        "phrases": job.phrases is not None, "shards": [[c.sides[side].blocks for side in SIDES] for c in done],
     }  # fmt: skip
-    (folder / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    (job.folder / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+def _place_ids(folder: Path, done: list[ChunkCounts]) -> None:
+    """Number the blocks of all shards in order, training blocks first: each shard's ids,
+    written from 0, move up by the blocks of the shards before it (a pass over the id columns only)."""
+    from tokenmask.blocks.store import shift_ids  # pyarrow: not on the import path of `tokenmask --help`
+
+    offset = 0
+    for side in SIDES:
+        for counts in done:
+            if counts.sides[side].blocks:
+                shift_ids(shard_path(folder, side, counts.index), offset)
+            offset += counts.sides[side].blocks
 
 
 def _no_training_text(read: int, empty: int, validation: int) -> str:
@@ -298,26 +300,8 @@ def _no_training_text(read: int, empty: int, validation: int) -> str:
     )
 
 
-def _encoded(texts: list[str], tokenizer: PreTrainedTokenizerBase, phrases: Phrases | None) -> list[tuple[Any, Any, Any]]:
-    """Each document's ``(ids, word ids, phrase columns or None)``; plain blocks go through
-    :func:`encode_documents` (looked up here, so tests may count its calls)."""
-    if phrases is None:
-        return [(ids, word_ids, None) for ids, word_ids in encode_documents(texts, tokenizer)]
-    return _encode_chunk(texts, tokenizer, phrases)
-
-
-def _offset_ids(part: Path, path: Path, offset: int, phrases: bool) -> None:
-    """Copy the validation blocks with ids after the training ones (known only at the end)."""
-    from tokenmask.blocks.store import BlockWriter, read_blocks
-
-    with BlockWriter(path, ids_offset=offset, phrases=phrases) as writer:
-        writer.write(read_blocks(part))
-    part.unlink()
-
-
-def _merged(packers: dict[str, BlockPacker]) -> dict[str, int]:
-    counts = [p.counts for p in packers.values()]
-    return {name: sum(getattr(c, name) for c in counts) for name in PackingCounts.__dataclass_fields__}
+def _merged(counts: list[PackingCounts]) -> PackingCounts:
+    return PackingCounts(**{name: sum(getattr(c, name) for c in counts) for name in PackingCounts.__dataclass_fields__})
 
 
 def held_out_lines(texts: Iterable[str], validation_share: float, count: int) -> list[str]:

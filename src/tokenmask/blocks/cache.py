@@ -22,8 +22,9 @@ from tokenmask.blocks.pack import frame_ids
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
 
-FORMAT_VERSION = 2
-"""Bumped whenever the blocks or the entry layout change, so old entries are never read."""
+FORMAT_VERSION = 3
+"""Bumped whenever the blocks or the entry layout change, so old entries are never read
+(3: chunks packed on their own, in shard files; entries of 2, one file a side, are rebuilt)."""
 
 CACHE_ENV = "TOKENMASK_CACHE"
 

@@ -1,4 +1,5 @@
-"""How a corpus becomes blocks: their length, the held-out share, the block cache or the stream."""
+"""How a corpus becomes blocks: their length, the held-out share, the block cache (and the processes that
+encode into it) or the stream."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ class BlocksConfig:
     chunk_characters: int = setting(
         1 << 20,
         help="--streaming: characters of text packed and shuffled together (a chunk); DataLoader workers take chunks in turn",
+        ge=1,
+    )
+    num_proc: int | None = setting(
+        None,
+        help="processes that encode the corpus into the cache (none = one per core; 1 = this process); "
+        "the blocks are the same whatever the number",
         ge=1,
     )
 

@@ -1,7 +1,8 @@
 """A finished entry of pre-training blocks: what it holds (:class:`PretrainBlocks`) and how it is read back.
 
-:mod:`tokenmask.blocks.build` writes entries (Arrow files and a ``meta.json`` written last);
-this module opens them, memory-mapped (:mod:`tokenmask.blocks.store`).
+:mod:`tokenmask.blocks.build` writes entries (a pair of Arrow shard files per chunk of the
+corpus, :mod:`tokenmask.blocks.shard`, and a ``meta.json`` written last that counts their
+blocks); this module opens them, memory-mapped, one sequence per side (:mod:`tokenmask.blocks.store`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenmask.blocks.shard import SIDES, shard_path
 from tokenmask.text.byte_checks import ReadStats
 
 META_FILE = "meta.json"
@@ -90,9 +92,16 @@ def read_entry(folder: Path, *, cache: str | None, from_cache: bool) -> Pretrain
     from tokenmask.blocks.store import BlockSequence  # pyarrow: not on the import path of `tokenmask --help`
 
     meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    sides = {
+        side: BlockSequence.open(
+            *[shard_path(folder, side, index) for index, blocks in enumerate(meta["shards"]) if blocks[number]],
+            phrases=meta["phrases"],
+        )
+        for number, side in enumerate(SIDES)
+    }
     return PretrainBlocks(
-        train=BlockSequence.open(folder / "train.arrow"),
-        validation=BlockSequence.open(folder / "validation.arrow"),
+        train=sides["train"],
+        validation=sides["validation"],
         documents=meta["documents"],
         tokens=meta["block_tokens"],
         block_length=meta["block_length"],

@@ -36,7 +36,7 @@ def load_blocks(
     merged word ids."""
     settings: dict[str, Any] = dict(
         block_length=blocks.max_length, validation_share=blocks.validation_share, cache_dir=blocks.cache_dir,
-        use_cache=not blocks.no_cache, phrases=phrases,
+        use_cache=not blocks.no_cache, num_proc=blocks.num_proc, phrases=phrases,
     )  # fmt: skip
     if corpus and is_hub_name(corpus[0]):
         return build_blocks(DocumentStream(tuple(corpus), reading).documents(), tokenizer, **settings)

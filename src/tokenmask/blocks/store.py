@@ -39,15 +39,13 @@ PHRASE_SCHEMA = SCHEMA.append(pa.field("merged_word_ids", pa.list_(pa.int32())))
 class BlockWriter:
     """Append blocks to an Arrow file, ``batch_blocks`` per record batch.
 
-    Use as a context manager; :meth:`close` writes what is buffered. ``ids_offset`` is added
-    to each block's ``id`` as it is written. With ``phrases``, blocks carry ``merged_word_ids``
-    and ``term_mask`` (:data:`PHRASE_SCHEMA`).
+    Use as a context manager; :meth:`close` writes what is buffered. With ``phrases``, blocks
+    carry ``merged_word_ids`` and ``term_mask`` (:data:`PHRASE_SCHEMA`).
     """
 
-    def __init__(self, path: Path, *, batch_blocks: int = 1024, ids_offset: int = 0, phrases: bool = False) -> None:
+    def __init__(self, path: Path, *, batch_blocks: int = 1024, phrases: bool = False) -> None:
         self.path = Path(path)
         self.batch_blocks = batch_blocks
-        self.ids_offset = ids_offset
         self.schema = PHRASE_SCHEMA if phrases else SCHEMA
         self._sink = pa.OSFile(str(self.path), "wb")
         self._writer = pa.ipc.new_stream(self._sink, self.schema)
@@ -64,7 +62,7 @@ class BlockWriter:
             columns = [
                 _int32_lists([b["input_ids"] for b in self._buffer]),
                 _int32_lists([b["word_ids"] for b in self._buffer]),
-                pa.array([b["id"] + self.ids_offset for b in self._buffer], type=pa.int64()),
+                pa.array([b["id"] for b in self._buffer], type=pa.int64()),
             ]
             if self.schema is PHRASE_SCHEMA:
                 columns.append(_int32_lists([b["merged_word_ids"] for b in self._buffer]))
@@ -125,6 +123,30 @@ class _Column:
         return out
 
 
+def shift_ids(path: Path, offset: int) -> None:
+    """Add ``offset`` to the ``id`` of every block in the Arrow file at ``path``, in place.
+
+    Only the id column's bytes are rewritten (8 a block, next to 1,024 of tokens at 128 a
+    block), so a shard written with ids from 0 takes its place in a sequence of shards once the
+    blocks before it are counted, without copying its tokens.
+    """
+    if offset == 0:
+        return
+    with pa.memory_map(str(path)) as source, open(path, "r+b") as target:
+        mapped = source.read_buffer()  # the whole file; the record batches below are views of it
+        for batch in pa.ipc.open_stream(mapped):
+            ids = batch.column("id")
+            data = ids.buffers()[1]
+            if data is None or len(ids) == 0:
+                continue
+            values = np.frombuffer(data, dtype=np.int64, count=len(ids), offset=ids.offset * 8)
+            position = data.address - mapped.address + ids.offset * 8
+            if not 0 <= position <= mapped.size - values.nbytes:
+                raise ValueError(f"{path}: the id column is not where the file's batches say it is")
+            target.seek(position)
+            target.write((values + offset).tobytes())
+
+
 def read_blocks(path: Path) -> Iterator[Block]:
     """The blocks of an Arrow file in order, one record batch in memory at a time."""
     with pa.memory_map(str(path)) as source:
@@ -146,10 +168,19 @@ class BlockSequence(Sequence[dict[str, Any]]):
         self.table = table
 
     @classmethod
-    def open(cls, path: Path) -> BlockSequence:
-        """Memory-map the Arrow file at ``path`` (written by :class:`BlockWriter`)."""
-        with pa.memory_map(str(path)) as source:
-            return cls(pa.ipc.open_stream(source).read_all())
+    def open(cls, *paths: Path, phrases: bool = False) -> BlockSequence:
+        """Memory-map the Arrow files at ``paths`` (written by :class:`BlockWriter`): one
+        sequence of their blocks, in order, nothing copied (a cache entry's shards).
+
+        No path gives an empty sequence, of blocks with phrase columns when ``phrases``.
+        """
+        tables = []
+        for path in paths:
+            with pa.memory_map(str(path)) as source:
+                tables.append(pa.ipc.open_stream(source).read_all())
+        if not tables:
+            return cls((PHRASE_SCHEMA if phrases else SCHEMA).empty_table())
+        return cls(tables[0] if len(tables) == 1 else pa.concat_tables(tables))
 
     def __len__(self) -> int:
         return self.table.num_rows

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from tokenmask.blocks.build import is_validation
+from tokenmask.blocks.shard import is_validation
 from tokenmask.text.byte_checks import ReadStats, TextChecks
 from tokenmask.text.corpus import JSON_SUFFIXES, expand_paths, read_records
 from tokenmask.text.resources import rotten_tomatoes_csv
@@ -337,7 +337,7 @@ def split_examples(
 ) -> tuple[list[Example], list[Example]]:
     """``(train, validation)``: a deterministic split by a hash of each example's text or group.
 
-    The side depends on the key only (:func:`tokenmask.blocks.build.is_validation`), not on
+    The side depends on the key only (:func:`tokenmask.blocks.shard.is_validation`), not on
     order or number: the same text (``by="text"``) or every example of a group
     (``by="group"``) always lands on the same side. Order is kept within each side.
 
