@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenm
     from tokenmask.text.phrases import Phrases
 
 from tokenmask.blocks.cache import (
+    CacheDiskFull,
     cache_key,
     default_cache_root,
     publish,
@@ -77,6 +78,7 @@ def build_blocks(
 
     Raises:
         ValueError: bad settings, no text, or too little for training.
+        CacheDiskFull: the disk filled up while the blocks were written (an ``OSError``).
     """
     _check_settings(block_length, validation_share, batch_size, num_proc)
     key = None
@@ -95,6 +97,7 @@ def build_blocks(
         total=total,
         batch_size=batch_size,
         num_proc=num_proc,
+        size=sum(map(len, texts)) if isinstance(texts, (list, tuple)) else None,
         phrases=phrases,
     )
 
@@ -135,6 +138,7 @@ def corpus_blocks(
     Raises:
         FileNotFoundError: a path matches nothing.
         ValueError: bad settings, a source that cannot be read (see ``read_documents``), no text.
+        CacheDiskFull: the disk filled up while the blocks were written (an ``OSError``).
     """
     _check_settings(block_length, validation_share, batch_size, num_proc)
     sources = expand_paths(paths)
@@ -149,7 +153,8 @@ def corpus_blocks(
     return _cached_or_built(
         lambda: read_documents(sources, **reading, stats=stats), tokenizer,  # type: ignore[arg-type]  # the keywords above
         key=key, root=_root(cache_dir), block_length=block_length, validation_share=validation_share,
-        progress=progress, total=None, batch_size=batch_size, num_proc=num_proc, stats=stats, phrases=phrases,
+        progress=progress, total=None, batch_size=batch_size, num_proc=num_proc, size=sum(size for _, size, _ in files),
+        stats=stats, phrases=phrases,
     )  # fmt: skip
 
 
@@ -198,20 +203,27 @@ def _cached_or_built(
     total: int | None,
     batch_size: int,
     num_proc: int | None,
+    size: int | None,
     stats: ReadStats | None = None,
     phrases: Phrases | None = None,
 ) -> PretrainBlocks:
     """Load the entry ``key`` when it exists; else build it (in a staging folder) and publish it.
 
     Without a key, build in a temporary folder, map the files and delete the folder (on
-    POSIX the mapped files live on until the blocks are freed).
+    POSIX the mapped files live on until the blocks are freed). ``size`` is the corpus's
+    size in characters (or bytes of its files) when known: what a full disk's message
+    estimates the entry's size from.
+
+    Raises:
+        CacheDiskFull: the disk filled up; the staging folder is removed first.
     """
     entry = root / "blocks" / key if key is not None else None
     if entry is not None and (entry / META_FILE).is_file():
         return read_entry(entry, cache=str(entry), from_cache=True)
     done: list[ChunkCounts] = []
-    staging = staging_folder(entry.parent if entry is not None else None)
+    staging = None
     try:
+        staging = staging_folder(entry.parent if entry is not None else None)
         job = ChunkJob(
             staging, tokenizer, phrases, block_length=block_length, validation_share=validation_share, batch_size=batch_size
         )
@@ -219,8 +231,12 @@ def _cached_or_built(
             _write_entry(
                 documents(), job, num_proc=num_proc or default_num_proc(), progress=bar, stats=stats or ReadStats(), done=done
             )
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException as error:
+        full = CacheDiskFull.of(error, entry=entry, staging=staging, done=done, size=size)  # before the clean-up frees space
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if full is not None:
+            raise full from error
         raise
     if entry is None:
         blocks = read_entry(staging, cache=None, from_cache=False)

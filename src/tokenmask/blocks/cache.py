@@ -4,16 +4,19 @@ An entry is a folder ``ROOT/blocks/KEY`` whose name is a hash of everything its 
 depend on (the corpus, the tokenizer, the settings, :data:`FORMAT_VERSION`). It is built
 under a temporary name next to it and renamed into place when complete, so a crash never
 leaves a half entry that looks whole (only a ``.building-*`` folder, which is never read).
+A disk that fills up on the way gives :class:`CacheDiskFull`: one line that says where, how
+much the entry needs and what is left, instead of the writer's error.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +24,8 @@ from tokenmask.blocks.pack import frame_ids
 
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
+
+    from tokenmask.blocks.shard import ChunkCounts
 
 FORMAT_VERSION = 3
 """Bumped whenever the blocks or the entry layout change, so old entries are never read
@@ -89,3 +94,69 @@ def publish(staging: Path, entry: Path, *, complete_marker: str) -> Path:
             raise
         shutil.rmtree(staging, ignore_errors=True)
     return entry
+
+
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_FULL_MESSAGES = ("No space left on device", "Disk quota exceeded")
+_BYTES_PER_CHARACTER = 2.0
+"""What an entry takes per character of text before a chunk says better: 8 bytes a token
+(ids and word ids), about 4 characters a token in English (the bundled plays: 2.1)."""
+
+
+class CacheDiskFull(OSError):
+    """Building a block cache entry ran out of disk space; the partial entry is gone, complete ones untouched."""
+
+    def __init__(self, entry: Path | None, parent: Path, *, written: int, needed: int | None, cause: BaseException) -> None:
+        free = shutil.disk_usage(parent).free if parent.exists() else 0
+        said = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)  # without "[Errno 28]"
+        first = said.splitlines()[0] if said else type(cause).__name__
+        space = (
+            f"{_size(written)} written" if needed is None else f"it needs about {_size(needed)}, {_size(written)} of it written"
+        )
+        space += f", {_size(free)} free there now"
+        if entry is not None:
+            where = f"writing the block cache entry {entry}"
+            then = (
+                "The partial entry was removed, entries already there are untouched, and the cache is rebuilt on the "
+                "next run: free some space and run again, or put the cache elsewhere with --cache-dir"
+            )
+        else:
+            where = f"writing the blocks in {parent} (a temporary folder: no cache)"
+            then = "The partial blocks were removed: free some space and run again, or set TMPDIR to a larger disk"
+        super().__init__(errno.ENOSPC, f"the disk is full: {where} failed ({space}; the writer said: {first}). {then}")
+
+    def __str__(self) -> str:  # the message alone, without OSError's "[Errno 28]"
+        return str(self.strerror)
+
+    @classmethod
+    def of(
+        cls, error: BaseException, *, entry: Path | None, staging: Path | None, done: Sequence[ChunkCounts], size: int | None
+    ) -> CacheDiskFull | None:
+        """The full disk that ``error`` (raised while ``staging`` was made or written) means, or None.
+
+        The entry's size is estimated from ``size`` (the corpus's characters, or its files'
+        bytes) at the bytes a character took in the chunks ``done``.
+        """
+        if not _disk_full(error):
+            return None
+        parent = staging.parent if staging is not None else entry.parent if entry is not None else Path(tempfile.gettempdir())
+        written = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file()) if staging and staging.exists() else 0
+        characters = sum(c.characters for c in done)
+        ratio = sum(c.bytes_written for c in done) / characters if characters else _BYTES_PER_CHARACTER
+        needed = max(written, round(size * ratio)) if size is not None else None
+        return cls(entry, parent, written=written, needed=needed, cause=error)
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk is full: ENOSPC / EDQUOT, from Python or pyarrow (``[errno 28]``)."""
+    if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
+        return True
+    return isinstance(error, OSError) and any(text in str(error) for text in _FULL_MESSAGES)
+
+
+def _size(count: int) -> str:
+    """``_size(3 * 2**20) -> "3.0 MiB"``; KiB below 1 MiB, GiB from 1 GiB on."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count / 2**10:.1f} KiB"
