@@ -1,6 +1,11 @@
 """Parallel encoding: the blocks are the same, bit for bit, whatever the number of processes."""
 
+import contextlib
 import json
+import random
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +66,81 @@ def test_default_and_bad_numbers_of_processes(bert_tokenizer, lines):
     assert default_num_proc() >= 1
     with pytest.raises(ValueError, match="num_proc must be at least 1; got 0"):
         build_blocks(lines[:5], bert_tokenizer, block_length=32, validation_share=0.1, num_proc=0)
+
+
+BUILD = """
+import json, os, sys
+from tokenmask.blocks import shard
+from tokenmask.blocks.build import corpus_blocks
+from tokenmask.text.tokenizer import load_tokenizer
+
+if __name__ == "__main__":
+    shard.CHUNK_CHARACTERS = 2**20
+    tokenizer = load_tokenizer("bert-base-uncased")
+    blocks = corpus_blocks([sys.argv[1]], tokenizer, block_length=128, validation_share=0.02, use_cache=False,
+                           num_proc=2, progress=False, batch_size=200)
+    print(json.dumps({"tokens": blocks.tokens, "batches": blocks.train.table.column("id").num_chunks}))
+"""
+
+
+def write_corpus(path: Path, megabytes: int, lines: list[str]) -> None:
+    """Paragraphs of two lines of the plays and eight random 120-character words (one [UNK]
+    token each): bytes that cost little to encode, with real tokens among them."""
+    rng = random.Random(0)
+    with path.open("w", encoding="utf-8") as out:
+        while out.tell() < megabytes * 2**20:
+            words = " ".join(rng.randbytes(60).hex() for _ in range(8))
+            out.write(f"{rng.choice(lines)}\n{rng.choice(lines)} {words}\n\n")
+
+
+def peak_memory(command: list[str]) -> tuple[int, int, str]:
+    """Run ``command``; the peak RSS (VmHWM, MiB) of its process and of the largest process
+    below it (the fork server, the workers), sampled from /proc every 20 ms; and its stdout."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peaks: dict[int, int] = {}
+    while child.poll() is None:
+        for pid in tree(child.pid):
+            peaks[pid] = max(peaks.get(pid, 0), vm_hwm(pid))
+        time.sleep(0.02)
+    out, err = child.communicate()
+    assert child.returncode == 0, err[-3000:]
+    return peaks.pop(child.pid) >> 10, max(peaks.values()) >> 10, out
+
+
+def tree(root: int) -> list[int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    found, queue = [], [root]
+    while queue:
+        found.append(queue.pop())
+        queue += [pid for pid, parent in parents.items() if parent == found[-1]]
+    return found
+
+
+def vm_hwm(pid: int) -> int:
+    with contextlib.suppress(OSError, StopIteration):
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        return int(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+    return 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads process memory from Linux's /proc")
+def test_memory_does_not_grow_with_the_corpus(lines, tmp_path):
+    # Memory that grows with the corpus (its text, its blocks as lists, or chunks queued
+    # without bound) shows as a higher peak for the larger corpus; fixed costs (imports, the
+    # tokenizer's buffers, four 1 MiB chunks in flight) are the same for both and cancel out.
+    small, large = tmp_path / "small.txt", tmp_path / "large.txt"
+    write_corpus(small, 12, lines)
+    write_corpus(large, 48, lines)
+    script = [sys.executable, "-c", BUILD]
+    small_main, small_worker, _ = peak_memory([*script, str(small)])
+    large_main, large_worker, out = peak_memory([*script, str(large)])
+    built = json.loads(out)
+    assert built["tokens"] > 1_400_000 and built["batches"] >= 48  # 11 MiB of blocks, a record batch or more per chunk
+    band = 12  # MiB: the larger corpus is 4 times that, and 3 times larger than the smaller one
+    # (measured: the same peaks within 5 MiB for 24 and 96 MiB corpora)
+    assert large_main - small_main < band, (small_main, large_main)
+    assert large_worker - small_worker < band, (small_worker, large_worker)

@@ -51,10 +51,17 @@ def packed_chunks(
     chunks = iter(chunks)
     head = list(itertools.islice(chunks, 2))
     if num_proc == 1 or len(head) < 2:
-        for index, texts in enumerate(itertools.chain(head, chunks)):
+        for index, texts in enumerate(_chained(head, chunks)):
             yield pack_chunk(job, index, texts, progress=progress)
         return
-    yield from _in_pool(itertools.chain(head, chunks), job, num_proc)
+    yield from _in_pool(_chained(head, chunks), job, num_proc)
+
+
+def _chained(head: list[list[str]], rest: Iterator[list[str]]) -> Iterator[list[str]]:
+    """``head``'s chunks, then ``rest``'s; a chunk handed out is dropped from ``head`` (not held to the end)."""
+    while head:
+        yield head.pop(0)
+    yield from rest
 
 
 def _in_pool(chunks: Iterable[list[str]], job: ChunkJob, num_proc: int) -> Iterator[ChunkCounts]:
