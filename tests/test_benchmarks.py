@@ -1,8 +1,10 @@
-"""The GPU benchmark's tiny CPU mode runs, so that the script is ready when a GPU is lent."""
+"""The benchmarks' tiny modes run, so that the scripts cannot rot: the GPU one on the CPU (ready when a GPU
+is lent), the block cache one on a 3 MiB corpus."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +36,23 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
         # 6 N + attention + head: at least 6 x the encoder's parameters of a 2-layer, 128-wide model
         assert case["flops_per_token"] > 6 * 2 * 12 * 128 * 128
     assert f"{case['model']} x {case['length']}" in finished.stdout
+
+
+def test_the_cache_benchmark_runs_tiny(tmp_path):
+    out = tmp_path / "corpus.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "corpus.py"), "--tiny", "--json", str(out)]
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}  # where the corpus is written, then deleted
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(out.read_text())
+    one, two = result["rows"]
+    assert (one["num_proc"], two["num_proc"]) == (1, 2) and one["shard_files"] > 10
+    assert one["blocks_sha256"] == two["blocks_sha256"] and one["text_tokens"] == two["text_tokens"] > 500_000
+    for row in (one, two):
+        assert row["tokens_per_s"] > 0 and 8.0 < row["bytes_per_token"] < 8.5  # two int32 a token, and Arrow's offsets
+        assert row["main_peak_mib"] > 50 and row["tree_pss_mib"] > 50
+    assert one["processes"] == 1 and two["processes"] >= 3  # the build, the fork server, the workers
+    assert "same blocks" in finished.stdout and " NO" not in finished.stdout
+    assert list(scratch.iterdir()) == []  # the corpus is deleted
