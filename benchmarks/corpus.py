@@ -6,8 +6,11 @@ line also in three word-shuffled variants, recombined at random into paragraphs 
 lines (a document each, ``--document-boundary paragraph``), written to text files of at most
 64 MiB in a temporary folder that is deleted afterwards (``--keep`` keeps it).
 
-For each number of processes, a fresh process builds the cache entry (``corpus_blocks``,
-bert-base-uncased, 128-token blocks, into an empty cache) while this one samples the memory
+For each number of processes, and first for one process whose tokenizer encodes on one
+thread (``TOKENIZERS_PARALLELISM=false``: the unit that processes multiply; with ``--num-proc
+1`` the tokenizer's own threads use every core for its share of the work), a fresh process
+builds the cache entry (``corpus_blocks``, bert-base-uncased, 128-token blocks, into an empty
+cache) while this one samples the memory
 of its whole process tree (the main process, the fork server and the workers) from
 ``/proc`` every 0.1 s. Reported: text tokens per second (the build's wall time), the peak of
 the tree's summed PSS (each shared page counted once across the tree) and RSS (shared pages
@@ -39,8 +42,8 @@ import time
 from pathlib import Path
 
 FILE_BYTES = 64 * 2**20
-TINY_BYTES = 3 * 2**20
-TINY_CHUNK_CHARACTERS = 2**18  # so that the tiny corpus is a dozen chunks and the pool runs
+TINY_BYTES = 3 * 2**19
+TINY_CHUNK_CHARACTERS = 2**17  # so that the tiny corpus is a dozen chunks and the pool runs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-proc", type=int, nargs="+", help="process counts to measure (default: 1 to the cores)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus's recombination")
     parser.add_argument("--keep", action="store_true", help="keep the corpus folder (its path is printed)")
-    parser.add_argument("--tiny", action="store_true", help="a 3 MiB corpus in small chunks, processes 1 and 2: seconds")
+    parser.add_argument("--tiny", action="store_true", help="a 1.5 MiB corpus in small chunks, processes 1 and 2: seconds")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # internal: build one entry, print JSON
     parser.add_argument("--chunk-characters", type=int, help=argparse.SUPPRESS)
@@ -64,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         started = time.perf_counter()
         written = write_corpus(folder / "corpus", size, seed=args.seed)
         print(f"corpus: {written / 1e9:.3f} GB in {folder / 'corpus'} ({time.perf_counter() - started:.0f} s to write)")
-        rows = [run_one(folder, n, TINY_CHUNK_CHARACTERS if args.tiny else None) for n in counts]
+        chunk = TINY_CHUNK_CHARACTERS if args.tiny else None
+        rows = [run_one(folder, 1, chunk, one_thread=True)] + [run_one(folder, n, chunk) for n in counts]
     finally:
         if args.keep:
             print(f"kept {folder}")
@@ -118,13 +122,16 @@ def write_corpus(folder: Path, size: int, *, seed: int) -> int:
     return written
 
 
-def run_one(folder: Path, num_proc: int, chunk_characters: int | None) -> dict:
-    """Build the entry in a fresh process while sampling its process tree's memory."""
+def run_one(folder: Path, num_proc: int, chunk_characters: int | None, *, one_thread: bool = False) -> dict:
+    """Build the entry in a fresh process while sampling its process tree's memory; with
+    ``one_thread``, the tokenizer encodes on one thread (the baseline that processes multiply)."""
     cache = folder / f"cache-{num_proc}"
     command = [sys.executable, __file__, "--measure", str(folder / "corpus"), "--num-proc", str(num_proc)]
     if chunk_characters:
         command += ["--chunk-characters", str(chunk_characters)]
     env = {**os.environ, "TOKENMASK_CACHE": str(cache)}
+    if one_thread:
+        env["TOKENIZERS_PARALLELISM"] = "false"
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     sampler = TreeMemory(child.pid)
     sampler.start()
@@ -133,9 +140,9 @@ def run_one(folder: Path, num_proc: int, chunk_characters: int | None) -> dict:
     if child.returncode != 0:
         raise SystemExit(f"the build with --num-proc {num_proc} failed (exit {child.returncode})")
     row = json.loads(output.strip().splitlines()[-1])
-    row.update(sampler.peaks())
+    row.update(sampler.peaks(), one_thread=one_thread)
     shutil.rmtree(cache, ignore_errors=True)
-    print(f"  num-proc {num_proc}: {row['tokens_per_s']:,.0f} tokens/s", flush=True)
+    print(f"  {_label(row)}: {row['tokens_per_s']:,.0f} tokens/s", flush=True)
     return row
 
 
@@ -241,15 +248,22 @@ def _field_kib(path: str, field: str) -> int:
     return 0
 
 
+def _label(row: dict) -> str:
+    return "1, one thread" if row["one_thread"] else f"num-proc {row['num_proc']}"
+
+
 def print_table(result: dict) -> None:
+    """One row per build; speed-ups against the one-thread build (the first row)."""
     rows = result["rows"]
     base = rows[0]["tokens_per_s"]
     print(f"\n{result['corpus_bytes'] / 1e9:.3f} GB corpus, {rows[0]['text_tokens']:,} tokens, {result['cores']} cores")
-    print("num-proc   tokens/s   speed-up   tree PSS   tree RSS   main peak   worker peak   bytes/token   shards   same blocks")
+    print(
+        "build            tokens/s   speed-up   tree PSS   tree RSS   main peak   worker peak   bytes/token   shards   same blocks"
+    )
     for row in rows:
         same = "yes" if row["blocks_sha256"] == rows[0]["blocks_sha256"] else "NO"
         print(
-            f"{row['num_proc']:>8}   {row['tokens_per_s']:>8,.0f}   {row['tokens_per_s'] / base:>7.2f}x   "
+            f"{_label(row):<13}   {row['tokens_per_s']:>9,.0f}   {row['tokens_per_s'] / base:>7.2f}x   "
             f"{row['tree_pss_mib']:>5,.0f} MiB  {row['tree_rss_mib']:>5,.0f} MiB   {row['main_peak_mib']:>5,.0f} MiB     "
             f"{row['largest_child_peak_mib']:>5,.0f} MiB   {row['bytes_per_token']:>11.2f}   {row['shard_files']:>6}   {same:>11}"
         )
