@@ -3,6 +3,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 
 from tokenmask.blocks import shard
@@ -63,6 +64,10 @@ def test_element_contract_of_the_training_loop(bert_tokenizer, lines, tmp_path):
     block = blocks.train[3]
     assert set(block) == {"input_ids", "word_ids", "id"} and len(block["input_ids"]) == len(block["word_ids"]) == 32
     assert all(type(v) is int for v in block["input_ids"] + block["word_ids"]) and type(block["id"]) is int
+    # stored narrow (30,522 ids: uint16; 32-token blocks: int16 word ids), read as int32
+    assert [str(f.type) for f in blocks.train.table.schema][:2] == ["list<item: uint16>", "list<item: int16>"]
+    row = blocks.train.__getitems__([3])[0]
+    assert row["input_ids"].dtype == np.int32 and row["input_ids"].tolist() == block["input_ids"]
     evaluation = (blocks.validation or blocks.train)[:5]
     assert list(evaluation) == [blocks.validation[i] for i in range(5)]
     assert len(blocks.train + blocks.validation) == len(blocks.train) + len(blocks.validation)

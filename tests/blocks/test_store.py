@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tokenmask.blocks.store import PHRASE_SCHEMA, SCHEMA, BlockSequence, BlockWriter, read_blocks, shift_ids
+from tokenmask.blocks.store import PHRASE_SCHEMA, SCHEMA, BlockSequence, BlockWriter, block_schema, read_blocks, shift_ids
 
 BLOCKS = [
     {"input_ids": [101, 7, 8, 102], "word_ids": [-1, 0, 1, -1], "id": 0},
@@ -100,3 +100,37 @@ def test_rows_in_a_batch_are_array_views_equal_to_the_single_rows(tmp_path):
                 assert isinstance(row[key], np.ndarray) and row[key].tolist() == expected[key]
     with pytest.raises(IndexError, match="out of range"):
         whole.__getitems__([50])
+
+
+def test_narrow_columns_read_back_as_int32(tmp_path):
+    # 30,522 ids fit uint16 and 32-token blocks' word ids int16: 4 bytes a token instead of 8
+    path = tmp_path / "narrow.arrow"
+    with BlockWriter(path, phrases=True, vocab_size=30522, block_length=32) as writer:
+        writer.write([{**b, "merged_word_ids": b["word_ids"], "term_mask": [0] * len(b["word_ids"])} for b in BLOCKS])
+    blocks = BlockSequence.open(path)
+    types = {field.name: str(field.type) for field in blocks.table.schema}
+    assert types == {
+        "input_ids": "list<item: uint16>", "word_ids": "list<item: int16>", "id": "int64",
+        "merged_word_ids": "list<item: int16>", "term_mask": "list<item: int8>",
+    }  # fmt: skip
+    assert [b["input_ids"] for b in blocks] == [b["input_ids"] for b in BLOCKS]
+    assert blocks[0]["word_ids"] == [-1, 0, 1, -1] and type(blocks[0]["input_ids"][0]) is int
+    row = blocks.__getitems__([0])[0]
+    assert row["input_ids"].dtype == row["word_ids"].dtype == np.int32 and row["word_ids"].tolist() == [-1, 0, 1, -1]
+    assert blocks.token_count() == 9
+
+
+def test_values_that_do_not_fit_are_refused(tmp_path):
+    with pytest.raises(OverflowError, match="do not fit uint16"), BlockWriter(tmp_path / "a.arrow", vocab_size=100) as writer:
+        writer.write([{"input_ids": [101, 70000], "word_ids": [-1, 0], "id": 0}])  # an id the vocabulary does not have
+    assert block_schema(vocab_size=2**16 + 1, block_length=2**15 + 1) == SCHEMA  # too large for the narrow types
+
+
+def test_an_empty_side_takes_the_other_sides_types(tmp_path):
+    path = tmp_path / "narrow.arrow"
+    with BlockWriter(path, vocab_size=30522, block_length=32) as writer:
+        writer.write(BLOCKS)
+    train, validation = BlockSequence.open(path), BlockSequence.open()
+    assert not validation.table.schema.equals(train.table.schema)
+    assert list(train + validation) == list(validation + train) == BLOCKS
+    assert validation.like(train).table.schema.equals(train.table.schema) and train.like(validation) is train

@@ -101,7 +101,7 @@ def read_entry(folder: Path, *, cache: str | None, from_cache: bool) -> Pretrain
     }
     return PretrainBlocks(
         train=sides["train"],
-        validation=sides["validation"],
+        validation=sides["validation"].like(sides["train"]),  # no validation block: the same column types, empty
         documents=meta["documents"],
         tokens=meta["block_tokens"],
         block_length=meta["block_length"],

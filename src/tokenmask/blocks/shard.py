@@ -111,11 +111,11 @@ def pack_chunk(job: ChunkJob, index: int, texts: list[str], *, progress: Callabl
     }
     counts = ChunkCounts(index, characters=sum(map(len, texts)), sides={side: packers[side].counts for side in SIDES})
     paths = {side: shard_path(job.folder, side, index) for side in SIDES}
-    with (
-        BlockWriter(paths["train"], phrases=with_phrases) as train,
-        BlockWriter(paths["validation"], phrases=with_phrases) as validation,
-    ):
-        writers = {"train": train, "validation": validation}
+    writers = {
+        side: BlockWriter(paths[side], phrases=with_phrases, vocab_size=len(job.tokenizer), block_length=job.block_length)
+        for side in SIDES
+    }  # the narrowest column types the vocabulary and the block length allow
+    with writers["train"], writers["validation"]:
         for batch in batched(texts, job.batch_size):
             kept = [text for text in batch if text.strip()]
             counts.documents_read += len(batch)

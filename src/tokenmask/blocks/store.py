@@ -23,30 +23,51 @@ import pyarrow.compute as pc
 if TYPE_CHECKING:
     from tokenmask.blocks.pack import Block
 
-SCHEMA = pa.schema(
-    [
-        ("input_ids", pa.list_(pa.int32())),
-        ("word_ids", pa.list_(pa.int32())),  # per block from 0, -1 on frame tokens
-        ("id", pa.int64()),
-    ]
-)
-PHRASE_SCHEMA = SCHEMA.append(pa.field("merged_word_ids", pa.list_(pa.int32()))).append(
-    pa.field("term_mask", pa.list_(pa.int32()))
-)
+
+def block_schema(*, phrases: bool = False, vocab_size: int | None = None, block_length: int | None = None) -> pa.Schema:
+    """The columns of a block file, each token column as narrow as its values allow.
+
+    ``input_ids`` are uint16 when every id is below ``vocab_size`` <= 65,536 (bert-base,
+    RoBERTa and ModernBERT vocabularies are), ``word_ids`` (per block from 0, -1 on frame
+    tokens) int16 when blocks hold at most ``block_length`` <= 32,768 tokens; int32 otherwise,
+    or when the bound is not given. ``id`` is int64. Blocks packed with phrases (PMI n-grams,
+    terms) carry ``merged_word_ids`` (as word ids) and ``term_mask`` (int8) too. Two int32
+    token columns take 8 bytes a token; the narrow ones 4.
+    """
+    ids = pa.uint16() if vocab_size is not None and vocab_size <= 2**16 else pa.int32()
+    words = pa.int16() if block_length is not None and block_length <= 2**15 else pa.int32()
+    fields = [("input_ids", pa.list_(ids)), ("word_ids", pa.list_(words)), ("id", pa.int64())]
+    if phrases:
+        fields += [("merged_word_ids", pa.list_(words)), ("term_mask", pa.list_(pa.int8()))]
+    return pa.schema(fields)
+
+
+SCHEMA = block_schema()
+"""Blocks with int32 token columns (any vocabulary, any length)."""
+PHRASE_SCHEMA = block_schema(phrases=True)
 """Blocks packed with phrases (PMI n-grams, terms) carry two more columns."""
 
 
 class BlockWriter:
     """Append blocks to an Arrow file, ``batch_blocks`` per record batch.
 
-    Use as a context manager; :meth:`close` writes what is buffered. With ``phrases``, blocks
-    carry ``merged_word_ids`` and ``term_mask`` (:data:`PHRASE_SCHEMA`).
+    Use as a context manager; :meth:`close` writes what is buffered. The columns are
+    :func:`block_schema`'s for ``phrases``, ``vocab_size`` and ``block_length``; a value that
+    does not fit its column raises ``OverflowError``.
     """
 
-    def __init__(self, path: Path, *, batch_blocks: int = 1024, phrases: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        batch_blocks: int = 1024,
+        phrases: bool = False,
+        vocab_size: int | None = None,
+        block_length: int | None = None,
+    ) -> None:
         self.path = Path(path)
         self.batch_blocks = batch_blocks
-        self.schema = PHRASE_SCHEMA if phrases else SCHEMA
+        self.schema = block_schema(phrases=phrases, vocab_size=vocab_size, block_length=block_length)
         self._sink = pa.OSFile(str(self.path), "wb")
         self._writer = pa.ipc.new_stream(self._sink, self.schema)
         self._buffer: list[Block] = []
@@ -60,13 +81,11 @@ class BlockWriter:
     def _flush(self) -> None:
         if self._buffer:
             columns = [
-                _int32_lists([b["input_ids"] for b in self._buffer]),
-                _int32_lists([b["word_ids"] for b in self._buffer]),
-                pa.array([b["id"] for b in self._buffer], type=pa.int64()),
+                pa.array([b["id"] for b in self._buffer], type=pa.int64())
+                if field.name == "id"
+                else _int_lists([b[field.name] for b in self._buffer], field.type.value_type)  # type: ignore[literal-required]
+                for field in self.schema
             ]
-            if self.schema is PHRASE_SCHEMA:
-                columns.append(_int32_lists([b["merged_word_ids"] for b in self._buffer]))
-                columns.append(_int32_lists([b["term_mask"] for b in self._buffer]))
             self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
             self._buffer = []
 
@@ -82,17 +101,28 @@ class BlockWriter:
         self.close()
 
 
-def _int32_lists(rows: list[list[int]]) -> pa.Array:
-    """``list<int32>`` array from one flat buffer and offsets: much faster than ``pa.array(rows)``."""
+def _int_lists(rows: list[list[int]], value_type: pa.DataType) -> pa.Array:
+    """``list<value_type>`` array from one flat buffer and offsets: much faster than ``pa.array(rows)``.
+
+    Raises:
+        OverflowError: a value outside ``value_type``'s range (numpy refuses to wrap it).
+    """
     lengths = np.fromiter((len(r) for r in rows), dtype=np.int32, count=len(rows))
     offsets = np.zeros(len(rows) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    values = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(offsets[-1]))
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+    values = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(offsets[-1]))
+    bounds = np.iinfo(value_type.to_pandas_dtype())
+    if values.size and (values.min() < bounds.min or values.max() > bounds.max):
+        raise OverflowError(f"values from {values.min()} to {values.max()} do not fit {value_type}")
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.astype(bounds.dtype)))
 
 
 class _Column:
-    """One column of a block table as numpy views, chunk by chunk: rows read with no Arrow call."""
+    """One column of a block table as numpy views, chunk by chunk: rows read with no Arrow call.
+
+    Token rows come as int32 whatever the column's type: views of an int32 column, copies
+    (a row's few hundred bytes) of a narrower one.
+    """
 
     def __init__(self, column: pa.ChunkedArray) -> None:
         lengths = [len(chunk) for chunk in column.chunks]
@@ -119,8 +149,16 @@ class _Column:
         out = []
         for chunk, row in zip(chunks.tolist(), (positions - self.starts[chunks]).tolist()):
             offsets, values = self.parts[chunk]
-            out.append(values[offsets[row] : offsets[row + 1]])
+            out.append(values[offsets[row] : offsets[row + 1]].astype(np.int32, copy=False))
         return out
+
+
+def _is_block_schema(schema: pa.Schema) -> bool:
+    """The columns of :data:`SCHEMA` or :data:`PHRASE_SCHEMA`, token columns of any integer type."""
+    if schema.names not in (SCHEMA.names, PHRASE_SCHEMA.names) or not schema.field("id").type.equals(pa.int64()):
+        return False
+    tokens = [field.type for field in schema if field.name != "id"]
+    return all(pa.types.is_list(kind) and pa.types.is_integer(kind.value_type) for kind in tokens)
 
 
 def shift_ids(path: Path, offset: int) -> None:
@@ -163,7 +201,7 @@ class BlockSequence(Sequence[dict[str, Any]]):
     """
 
     def __init__(self, table: pa.Table) -> None:
-        if not (table.schema.equals(SCHEMA) or table.schema.equals(PHRASE_SCHEMA)):
+        if not _is_block_schema(table.schema):
             raise ValueError(f"not a block table: schema {table.schema} != {SCHEMA}")
         self.table = table
 
@@ -181,6 +219,13 @@ class BlockSequence(Sequence[dict[str, Any]]):
         if not tables:
             return cls((PHRASE_SCHEMA if phrases else SCHEMA).empty_table())
         return cls(tables[0] if len(tables) == 1 else pa.concat_tables(tables))
+
+    def like(self, other: BlockSequence) -> BlockSequence:
+        """These blocks with ``other``'s column types, when they are none (an empty side takes
+        the types of the other, so that ``+`` joins them); otherwise ``self``."""
+        if len(self) or self.table.schema.equals(other.table.schema):
+            return self
+        return BlockSequence(other.table.schema.empty_table())
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -229,7 +274,7 @@ class BlockSequence(Sequence[dict[str, Any]]):
     def __add__(self, other: object) -> BlockSequence:
         if not isinstance(other, BlockSequence):
             return NotImplemented
-        return BlockSequence(pa.concat_tables([self.table, other.table]))
+        return BlockSequence(pa.concat_tables([self.like(other).table, other.like(self).table]))
 
     def token_count(self) -> int:
         """Tokens in all blocks, frame tokens included."""
