@@ -10,18 +10,19 @@ For each number of processes, and first for one process whose tokenizer encodes 
 thread (``TOKENIZERS_PARALLELISM=false``: the unit that processes multiply; with ``--num-proc
 1`` the tokenizer's own threads use every core for its share of the work), a fresh process
 builds the cache entry (``corpus_blocks``, bert-base-uncased, 128-token blocks, into an empty
-cache) while this one samples the memory
-of its whole process tree (the main process, the fork server and the workers) from
-``/proc`` every 0.1 s. Reported: text tokens per second (the build's wall time), the peak of
-the tree's summed PSS (each shared page counted once across the tree) and RSS (shared pages
-counted in every process), the main process's and the largest worker's peak RSS (VmHWM),
-the entry's bytes on disk per token, and a hash of the blocks, which must be the same for
-every number of processes.
+cache) while this one samples the memory of its whole process tree (the main process, the
+fork server and the workers) from ``/proc`` every 0.1 s. Reported: text tokens per second
+(the build's wall time); the peak of the tree's summed PSS (each shared page counted once
+across the tree) and RSS (shared pages counted in every process); the main process's and
+the largest worker's peak RSS (VmHWM), and the main process's largest anonymous RSS seen
+(without the pages of the entry's files that opening it maps, which the kernel drops at
+will); the entry's bytes on disk per token; and a hash of the blocks, which must be the same
+for every number of processes.
 
 Run from the repository root::
 
     python benchmarks/corpus.py                          # 0.25 GB, 1..cores processes: ~6 min on 2 cores
-    python benchmarks/corpus.py --gigabytes 2 --json corpus-cpu.json
+    python benchmarks/corpus.py --gigabytes 2 --num-proc 2 --no-one-thread   # scale: ~8 min on 2 cores
     python benchmarks/corpus.py --tiny                   # seconds: the CI check (chunks made small)
 """
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gigabytes", type=float, default=0.25, help="corpus size in GB (10^9 bytes; default 0.25)")
     parser.add_argument("--num-proc", type=int, nargs="+", help="process counts to measure (default: 1 to the cores)")
+    parser.add_argument("--no-one-thread", action="store_true", help="skip the first build, on one tokenizer thread")
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus's recombination")
     parser.add_argument("--keep", action="store_true", help="keep the corpus folder (its path is printed)")
     parser.add_argument("--tiny", action="store_true", help="a 1.5 MiB corpus in small chunks, processes 1 and 2: seconds")
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> None:
         written = write_corpus(folder / "corpus", size, seed=args.seed)
         print(f"corpus: {written / 1e9:.3f} GB in {folder / 'corpus'} ({time.perf_counter() - started:.0f} s to write)")
         chunk = TINY_CHUNK_CHARACTERS if args.tiny else None
-        rows = [run_one(folder, 1, chunk, one_thread=True)] + [run_one(folder, n, chunk) for n in counts]
+        first = [] if args.no_one_thread else [run_one(folder, 1, chunk, one_thread=True)]
+        rows = first + [run_one(folder, n, chunk) for n in counts]
     finally:
         if args.keep:
             print(f"kept {folder}")
@@ -181,6 +184,7 @@ class TreeMemory:
         self.root, self.interval = root, interval
         self.tree_pss = self.tree_rss = 0
         self.hwm: dict[int, int] = {}
+        self.anon: dict[int, int] = {}  # the largest anonymous RSS seen: memory that is not a mapped file
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -198,6 +202,7 @@ class TreeMemory:
                 pss += _rollup_kib(pid, "Pss")
                 rss += _status_kib(pid, "VmRSS")
                 self.hwm[pid] = max(self.hwm.get(pid, 0), _status_kib(pid, "VmHWM"))
+                self.anon[pid] = max(self.anon.get(pid, 0), _status_kib(pid, "RssAnon"))
             self.tree_pss, self.tree_rss = max(self.tree_pss, pss), max(self.tree_rss, rss)
             self._stop.wait(self.interval)
 
@@ -206,6 +211,7 @@ class TreeMemory:
         return {
             "tree_pss_mib": self.tree_pss / 1024, "tree_rss_mib": self.tree_rss / 1024,
             "main_peak_mib": self.hwm.get(self.root, 0) / 1024, "largest_child_peak_mib": max(others, default=0) / 1024,
+            "main_anon_peak_mib": self.anon.get(self.root, 0) / 1024,
             "processes": len(self.hwm),
         }  # fmt: skip
 
@@ -253,18 +259,19 @@ def _label(row: dict) -> str:
 
 
 def print_table(result: dict) -> None:
-    """One row per build; speed-ups against the one-thread build (the first row)."""
+    """One row per build; speed-ups against the first row (the one-thread build, unless skipped)."""
     rows = result["rows"]
     base = rows[0]["tokens_per_s"]
     print(f"\n{result['corpus_bytes'] / 1e9:.3f} GB corpus, {rows[0]['text_tokens']:,} tokens, {result['cores']} cores")
     print(
-        "build            tokens/s   speed-up   tree PSS   tree RSS   main peak   worker peak   bytes/token   shards   same blocks"
+        "build            tokens/s   speed-up   tree PSS   tree RSS   main peak (anon)   worker peak   bytes/token   shards   same blocks"
     )
     for row in rows:
         same = "yes" if row["blocks_sha256"] == rows[0]["blocks_sha256"] else "NO"
         print(
             f"{_label(row):<13}   {row['tokens_per_s']:>9,.0f}   {row['tokens_per_s'] / base:>7.2f}x   "
-            f"{row['tree_pss_mib']:>5,.0f} MiB  {row['tree_rss_mib']:>5,.0f} MiB   {row['main_peak_mib']:>5,.0f} MiB     "
+            f"{row['tree_pss_mib']:>5,.0f} MiB  {row['tree_rss_mib']:>5,.0f} MiB   {row['main_peak_mib']:>5,.0f} "
+            f"({row['main_anon_peak_mib']:>3,.0f}) MiB     "
             f"{row['largest_child_peak_mib']:>5,.0f} MiB   {row['bytes_per_token']:>11.2f}   {row['shard_files']:>6}   {same:>11}"
         )
 
