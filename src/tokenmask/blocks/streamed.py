@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tokenmask.blocks.build import is_validation
+from tokenmask.blocks.shard import is_validation
 from tokenmask.blocks.pack import Block, pack_texts
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def stream_chunks(
 
     A chunk closes after the document that brings its text to ``characters`` or more, and at
     the end of an epoch. Documents are held out for validation by a hash of their text
-    (:func:`~tokenmask.blocks.build.is_validation`) when ``validation_share`` is given.
+    (:func:`~tokenmask.blocks.shard.is_validation`) when ``validation_share`` is given.
 
     Raises:
         ValueError: a whole epoch of the stream holds no training text.
