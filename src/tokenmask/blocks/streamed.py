@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tokenmask.blocks.shard import is_validation
 from tokenmask.blocks.pack import Block, pack_texts
+from tokenmask.blocks.shard import is_validation
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
