@@ -83,18 +83,18 @@ class DocumentStream:
             ValueError: the text field is missing (the message names the fields there are), or
                 holds something other than strings; the errors of :func:`~tokenmask.text.corpus.read_documents`.
         """
-        field = self.reading.text_field
+        column = self.reading.text_field
         dataset = self._dataset()
         number = 0
         for batch in dataset.iter(batch_size=_READ_BATCH):  # iter(), not __iter__: no splitting by DataLoader worker
-            values = batch.get(field)
+            values = batch.get(column)
             if values is None:
                 raise ValueError(
-                    f"{self._name()}: no {field!r} field to read; there are {', '.join(map(repr, batch))} (--text-field)"
+                    f"{self._name()}: no {column!r} field to read; there are {', '.join(map(repr, batch))} (--text-field)"
                 )
             for value in values:
                 if number >= skip:
-                    yield _text(value, field, self._name())
+                    yield _text(value, column, self._name())
                 number += 1
 
     def _name(self) -> str:
