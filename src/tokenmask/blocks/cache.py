@@ -96,8 +96,10 @@ def publish(staging: Path, entry: Path, *, complete_marker: str) -> Path:
     return entry
 
 
+# What writers say when the disk fills: OSError with ENOSPC / EDQUOT (Python, pyarrow's
+# "[errno 28]", tokenizers), or the text alone (safetensors' "No space left on device (os error 28)").
 _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-_FULL_MESSAGES = ("No space left on device", "Disk quota exceeded")
+_FULL_MESSAGES = ("No space left on device", "os error 28", "Disk quota exceeded")
 _BYTES_PER_CHARACTER = 1.1
 """What an entry takes per character of text before a finished chunk says better: about 4
 bytes a token (uint16 ids, int16 word ids), about 4 characters a token in English (the
@@ -138,7 +140,7 @@ class CacheDiskFull(OSError):
         The entry's size is estimated from ``size`` (the corpus's characters, or its files'
         bytes) at the bytes a character took in the chunks ``done``.
         """
-        if not _disk_full(error):
+        if not says_disk_full(error):
             return None
         parent = staging.parent if staging is not None else entry.parent if entry is not None else Path(tempfile.gettempdir())
         written = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file()) if staging and staging.exists() else 0
@@ -148,11 +150,12 @@ class CacheDiskFull(OSError):
         return cls(entry, parent, written=written, needed=needed, cause=error)
 
 
-def _disk_full(error: BaseException) -> bool:
-    """Whether ``error`` says the disk is full: ENOSPC / EDQUOT, from Python or pyarrow (``[errno 28]``)."""
+def says_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk is full: ENOSPC / EDQUOT, or a message that names it
+    (the block cache's writers, and the checkpoint writers of :mod:`tokenmask.train.checkpoint`)."""
     if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
         return True
-    return isinstance(error, OSError) and any(text in str(error) for text in _FULL_MESSAGES)
+    return any(text in str(error) for text in _FULL_MESSAGES)
 
 
 def _size(count: int) -> str:

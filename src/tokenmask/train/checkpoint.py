@@ -30,6 +30,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from tokenmask.blocks.cache import says_disk_full
+
 STATE_FILE = "training_state.pt"
 MANIFEST_FILE = "manifest.json"
 CARD_FILE = "README.md"
@@ -59,20 +61,15 @@ class DiskFull(OSError):
         return str(self.strerror)
 
 
-# What the writers say when the disk fills: OSError with ENOSPC/EDQUOT (Python, tokenizers);
-# safetensors' SafetensorError ("No space left on device (os error 28)"); torch.save's
-# RuntimeError from its zip writer ("[enforce fail at inline_container.cc:672] . unexpected
-# pos 576 vs 534"), which does not say why: that one counts only when the disk is nearly full.
-_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-_FULL_MESSAGES = ("No space left on device", "os error 28", "Disk quota exceeded")
+# torch.save's zip writer fails on a full disk with a RuntimeError ("[enforce fail at
+# inline_container.cc:672] . unexpected pos 576 vs 534") that does not say why: that one counts
+# only when the disk is nearly full. Every other writer says it (says_disk_full).
 _NEARLY_FULL = 64 * 2**20  # bytes
 
 
 def _disk_full(error: BaseException, where: Path) -> bool:
     """Whether ``error``, raised while writing under ``where``, means the disk is full."""
-    if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
-        return True
-    if any(text in str(error) for text in _FULL_MESSAGES):
+    if says_disk_full(error):
         return True
     return "inline_container" in str(error) and shutil.disk_usage(where).free < _NEARLY_FULL
 
