@@ -58,22 +58,26 @@ class DocumentStream:
     that each DataLoader worker opens its own reader.
 
     ``corpus`` is one ``hf:`` name, or local files, folders and globs, or empty for the bundled
-    plays (one document per scene). ``rank`` of ``world`` picks this process's share.
+    plays (one document per scene). ``rank`` of ``world`` picks this process's share. Folders
+    and globs are expanded once, here: every epoch and every worker reads the same files.
     """
 
     corpus: tuple[str, ...]
     reading: ReadingConfig = field(default_factory=ReadingConfig)
     rank: int = 0
     world: int = 1
+    hub: HubName | None = field(init=False, repr=False)
+    """The Hub dataset, when ``corpus`` names one."""
+    sources: tuple[str, ...] = field(init=False, repr=False)
+    """The local files and dataset folders of ``corpus``, expanded; empty for a Hub dataset or the bundled plays."""
 
     def __post_init__(self) -> None:
         hub = [source for source in self.corpus if is_hub_name(source)]
         if hub and len(self.corpus) > 1:
             raise ValueError(f"a Hub dataset ({hub[0]}) is read alone: give it without other corpus sources")
-        if hub:
-            HubName.parse(hub[0])
-        else:
-            expand_paths(self.corpus)  # refuses missing paths now, not in a DataLoader worker
+        object.__setattr__(self, "hub", HubName.parse(hub[0]) if hub else None)  # frozen: resolved once
+        local = () if hub else tuple(str(path) for path in expand_paths(self.corpus))  # refuses missing paths now
+        object.__setattr__(self, "sources", local)
 
     def documents(self, *, skip: int = 0) -> Iterator[str]:
         """Every document of this rank's share in stream order (blank ones as they are), from
@@ -104,13 +108,11 @@ class DocumentStream:
         from datasets import IterableDataset, load_dataset
         from datasets.distributed import split_dataset_by_node
 
-        if self.corpus and is_hub_name(self.corpus[0]):
-            hub = HubName.parse(self.corpus[0])
-            dataset: Any = load_dataset(hub.name, hub.config, split=hub.split, streaming=True)
+        if self.hub is not None:
+            dataset: Any = load_dataset(self.hub.name, self.hub.config, split=self.hub.split, streaming=True)
         else:
-            sources = [str(path) for path in expand_paths(self.corpus)] if self.corpus else [""]
             dataset = IterableDataset.from_generator(
-                _local_records, gen_kwargs={"sources": sources, "reading": self.reading.keywords()}
+                _local_records, gen_kwargs={"sources": list(self.sources or [""]), "reading": self.reading.keywords()}
             )  # one shard per source: split_dataset_by_node can hand whole files to ranks
         return split_dataset_by_node(dataset, rank=self.rank, world_size=self.world) if self.world > 1 else dataset
 
