@@ -54,13 +54,12 @@ def run_ours(workdir: Path, minutes: float) -> tuple[list[tuple[float, float]], 
     steps = {0: 0.0, **{r["step"]: r["seconds"] for r in records if "loss" in r}}  # seconds since the start, evaluations included
     times = [steps[number] for number in sorted(steps)]
     typical = statistics.median(b - a for a, b in zip(times[1:], times[2:]))
-    evaluated_at = sorted(r["step"] for r in records if "eval_accuracy" in r)
-    points = []
-    for step in evaluated_at:
-        # an evaluation runs between its step and the next (step 0's before step 1): that gap, less a typical step, is its cost
-        spent = sum(steps[e + 1] - steps[e] - typical for e in evaluated_at if e < step and e + 1 in steps)
-        accuracy = next(r["eval_accuracy"] for r in records if r.get("step") == step and "eval_accuracy" in r)
-        points.append((steps[step] - spent, accuracy))
+    accuracies = {r["step"]: r["eval_accuracy"] for r in records if "eval_accuracy" in r}
+    points, spent = [], 0.0  # spent: the evaluations' cost so far
+    for step in sorted(accuracies):
+        points.append((steps[step] - spent, accuracies[step]))
+        if step + 1 in steps:  # it ran between its step and the next (step 0's before step 1): that gap less a step
+            spent += steps[step + 1] - steps[step] - typical
     return points, resolve_precision("auto", torch.device("cpu"))
 
 
@@ -69,7 +68,7 @@ class EvaluatingClock(TrainerCallback):
 
     def __init__(self, blocks: list[dict[str, Any]], collator: MaskingCollator, *, interval: float, budget: float) -> None:
         self.blocks, self.collator, self.interval, self.budget = blocks, collator, interval, budget
-        self.trained = 0.0
+        self.trained, self.began = 0.0, 0.0
         self.points: list[tuple[float, float]] = []
         self.step_times: list[float] = []
 

@@ -104,14 +104,13 @@ def _cached(
         )  # fmt: skip
         return micro_batches(stream, workers=loader_workers(config, device), pin_memory=device.type == "cuda")
 
-    corpus = ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
     if evaluation is not None:
         scored_on = "evaluation corpus"
     else:
         scored_on = "validation" if blocks.validation else "training"
         evaluation = (blocks.validation or blocks.train)[: config.eval_blocks]
     summary = (
-        f"{corpus}: {len(blocks.train):,} training and {len(blocks.validation):,} validation blocks "
+        f"{_corpus_name(config)}: {len(blocks.train):,} training and {len(blocks.validation):,} validation blocks "
         f"of {blocks.block_length} tokens"
     )
     return PretrainData(evaluation, summary, blocks.describe(), scored_on, batches)
@@ -140,14 +139,17 @@ def _streamed(
         for batch, cursor.now in positioned_batches(chunks, workers=workers, pin_memory=device.type == "cuda"):
             yield batch
 
-    corpus = ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
     held = "the evaluation corpus" if config.eval_corpus else f"{config.blocks.validation_share:.0%} of documents held out"
     summary = (
-        f"{corpus}, streamed: blocks of {config.blocks.max_length} tokens packed as read, shuffled within chunks of "
+        f"{_corpus_name(config)}, streamed: blocks of {config.blocks.max_length} tokens packed as read, shuffled within chunks of "
         f"{config.blocks.chunk_characters:,} characters; scored on {len(evaluation):,} blocks of {held}"
     )
     scored_on = "evaluation corpus" if config.eval_corpus else "validation"
     return PretrainData(evaluation, summary, summary, scored_on, batches, cursor)
+
+
+def _corpus_name(config: PretrainConfig) -> str:
+    return ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
 
 
 def loader_workers(config: PretrainConfig, device: torch.device) -> int:
