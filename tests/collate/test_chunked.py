@@ -67,7 +67,7 @@ def test_epochs_bring_new_masks_and_orders_of_the_same_blocks(corpus, bert_token
     assert not all(same(a, b) for a, b in zip(first, second))  # ...in another order, with other masks
 
 
-def test_ranks_train_on_different_blocks_with_unique_ids(corpus, bert_tokenizer):
+def test_ranks_train_on_different_blocks(corpus, bert_tokenizer):
     seen = {}
     for rank in range(2):
         for batch, _ in taken(positioned_batches(chunk_batches(corpus, bert_tokenizer, rank=rank, world=2)), 20):
