@@ -14,7 +14,9 @@ blocks of the bundled plays and at the same batch:
 MFU counts FLOPs per token as 6 × the non-embedding parameters of the encoder (embeddings and
 the vocabulary projection left out), plus attention, 12 · layers · length · hidden (scores
 and the weighted sum, forward and backward), plus the head at the targets only:
-6 · (hidden² + hidden · vocab) × 0.15. The peak is the device's dense bf16 figure (989
+6 · (hidden² + hidden · vocab) × 0.15. The last layer runs at the targets only but for its
+keys and values (``tokenmask.train.last_layer``), so the rest of its parameters and its
+attention count 0.15 times. The peak is the device's dense bf16 figure (989
 TFLOP/s for H100/H200 SXM, 312 for A100; ``--peak-tflops`` for others), not the sparsity one.
 
 Masking throughput is ``mask_tokens`` alone on a device batch, in billions of tokens per second,
@@ -45,7 +47,8 @@ from tokenmask.masking import CorruptionConfig, SelectionConfig, mask_tokens
 from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.text.token_tables import tables_from_tokenizer
 from tokenmask.text.tokenizer import load_tokenizer
-from tokenmask.train.heads import compile_encoder, masked_lm_loss
+from tokenmask.train.heads import compile_encoder, masked_lm_loss, split_masked_lm
+from tokenmask.train.last_layer import last_layer
 from tokenmask.train.models import build_model
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
@@ -74,13 +77,23 @@ def build(name: str, vocab_size: int, length: int, pad_token_id: int) -> PreTrai
 
 
 def flops_per_token(model: PreTrainedModel, length: int) -> float:
-    """Training FLOPs per token: 6 N (non-embedding) + attention + the head at the targets."""
+    """Training FLOPs per token: 6 N (non-embedding) + attention + the head at the targets,
+    with the last layer's queries, attention and feed-forward at the targets only when the
+    model runs it so (:mod:`tokenmask.train.last_layer`)."""
     config = model.config
     hidden, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
     embedding = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
     head = sum(p.numel() for n, p in model.named_parameters() if n.startswith(("cls.", "lm_head.", "head.", "decoder.")))
     encoder = sum(p.numel() for p in model.parameters()) - embedding - head
-    return 6.0 * encoder + 12.0 * layers * length * hidden + 6.0 * (hidden * hidden + hidden * vocab) * RATE
+    attention = 12.0 * layers * length * hidden
+    parts = split_masked_lm(model)
+    last = None if parts is None else last_layer(parts.encoder)
+    if last is not None:
+        in_last = sum(p.numel() for p in last.parameters())
+        keys_values = 2 * hidden * hidden  # computed for every token
+        encoder -= (in_last - keys_values) * (1 - RATE)
+        attention -= 12.0 * length * hidden * (1 - RATE)
+    return 6.0 * encoder + attention + 6.0 * (hidden * hidden + hidden * vocab) * RATE
 
 
 def peak_flops(device: torch.device, given: float | None) -> float | None:

@@ -86,6 +86,7 @@ def run_hf(
     workdir: Path,
     *,
     lr: float,
+    precision: str = "fp32",
     budget: float | None = None,
 ):
     """Train with the Trainer recipe; returns (median step seconds, steps done, model)."""
@@ -109,6 +110,7 @@ def run_hf(
         logging_strategy="no",
         dataloader_num_workers=0,
         seed=0,
+        bf16=precision == "bf16",
     )
     data = [{"input_ids": b["input_ids"]} for b in blocks]
     trainer = Trainer(
@@ -122,7 +124,16 @@ def run_hf(
     return median_step(clock.times), len(clock.times), model
 
 
-def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, lr: float, minutes: float | None = None):
+def run_ours(
+    preset: str,
+    steps: int | None,
+    batch_size: int,
+    workdir: Path,
+    *,
+    lr: float,
+    precision: str = "fp32",
+    minutes: float | None = None,
+):
     """Train with tokenmask's loop on the bundled plays; returns (median step s, collate share, steps, model)."""
     loop = LoopConfig(
         output=str(workdir / "ours"),
@@ -130,6 +141,7 @@ def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, 
         max_time=minutes,
         batch_size=batch_size,
         lr=lr,
+        precision=precision,
         eval_every=10**6,
         save_every=10**6,
         overwrite=True,
@@ -146,14 +158,18 @@ def run_ours(preset: str, steps: int | None, batch_size: int, workdir: Path, *, 
 def throughput(args, tokenizer, train_blocks, workdir: Path) -> dict:
     ours, hf, shares = [], [], []
     for _ in range(args.repeats):
-        step, share, _, _ = run_ours(args.preset, args.steps, args.batch_size, workdir, lr=args.lr)
+        step, share, _, _ = run_ours(args.preset, args.steps, args.batch_size, workdir, lr=args.lr, precision=args.precision)
         ours.append(step)
         shares.append(share)
-        hf.append(run_hf(args.preset, args.steps, args.batch_size, train_blocks, tokenizer, workdir, lr=args.lr)[0])
+        hf.append(
+            run_hf(
+                args.preset, args.steps, args.batch_size, train_blocks, tokenizer, workdir, lr=args.lr, precision=args.precision
+            )[0]
+        )
     tokens = args.batch_size * 128
     ours_step, hf_step = statistics.median(ours), statistics.median(hf)
     print(
-        f"throughput, {args.preset}, batch {args.batch_size}x128, {torch.get_num_threads()} threads, median of "
+        f"throughput, {args.preset}, batch {args.batch_size}x128, {args.precision}, {torch.get_num_threads()} threads, median of "
         f"{args.repeats} runs x steps {WARMUP_STEPS + 2}-{args.steps}: tokenmask {ours_step:.3f} s/step "
         f"({tokens / ours_step:,.0f} tok/s), HF Trainer recipe {hf_step:.3f} s/step ({tokens / hf_step:,.0f} tok/s): "
         f"{hf_step / ours_step:.2f}x; collating + masking {100 * statistics.median(shares):.2f}% of tokenmask's step"
@@ -174,7 +190,9 @@ def equal_time(args, tokenizer, blocks, workdir: Path, hf_step: float) -> dict:
     budget = args.equal_time * 60
     collator = MaskingCollator(tokenizer, seed=EVAL_SEED_OFFSET)  # the same fixed masks for both
     validation = blocks.validation[:EVAL_BLOCKS]
-    _, _, ours_steps, ours_model = run_ours(args.preset, None, args.batch_size, workdir, lr=args.lr, minutes=args.equal_time)
+    _, _, ours_steps, ours_model = run_ours(
+        args.preset, None, args.batch_size, workdir, lr=args.lr, precision=args.precision, minutes=args.equal_time
+    )
     ours = evaluate_mlm(ours_model, validation, collator, batch_size=32)
     _, hf_steps, hf_model = run_hf(
         args.preset,
@@ -184,6 +202,7 @@ def equal_time(args, tokenizer, blocks, workdir: Path, hf_step: float) -> dict:
         tokenizer,
         workdir,
         lr=args.lr,
+        precision=args.precision,
         budget=budget,
     )
     hf = evaluate_mlm(hf_model, validation, collator, batch_size=32)
@@ -207,6 +226,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="throughput runs per side, alternating")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate, both sides")
+    parser.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="both sides: fp32, or bf16 autocast (the Trainer's bf16=True)",
+    )
     parser.add_argument("--equal-time", type=float, metavar="MINUTES", help="also compare accuracy after this training time")
     parser.add_argument(
         "--init",
@@ -243,6 +268,7 @@ def main() -> None:
         "preset": args.preset,
         "batch": f"{args.batch_size}x128",
         "lr": args.lr,
+        "precision": args.precision,
         "threads": torch.get_num_threads(),
         "steps": args.steps,
     }

@@ -3,7 +3,8 @@
 At 15% masking most of the ``hidden -> vocabulary`` projection is wasted on positions without
 a label; gathering the targets first skips it and gives the same loss. Known heads: BERT,
 RoBERTa (and XLM-R, CamemBERT…), DistilBERT, ModernBERT. Other masked-LM models fall back to
-the full head.
+the full head. The encoder's last layer runs at the targets only too, where
+:mod:`.last_layer` knows the model.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.train.last_layer import encoder_layers, last_layer, last_layer_at_targets
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,18 @@ def split_masked_lm(model: nn.Module) -> SplitMaskedLM | None:
 
 
 def compile_encoder(model: nn.Module) -> None:
-    """``torch.compile`` the encoder of ``model`` in place (the whole model for an unknown
-    architecture). In place, so the weights keep their names in checkpoints; the encoder is
-    what the sparse head calls, so compiling the model's own ``forward`` would go unused."""
+    """``torch.compile`` the encoder of ``model`` in place, layer by layer: every layer but a
+    last one that runs at the targets only (:mod:`.last_layer`, whose number of queries
+    changes with every batch), or the whole model for an unknown architecture. In place, so
+    the weights keep their names in checkpoints."""
     parts = split_masked_lm(model)
     encoder = parts.encoder if parts is not None else model
-    encoder.compile()
+    layers = encoder_layers(encoder)
+    if layers is None:
+        encoder.compile()
+        return
+    for layer in layers[:-1] if last_layer(encoder) is not None else layers:
+        layer.compile()
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,8 @@ def masked_lm_loss(
     Args:
         model: a Hugging Face ``…ForMaskedLM``.
         batch: ``input_ids``, ``attention_mask``, ``labels`` (and ``token_type_ids``), ``(B, T)``.
-        sparse: gather targets before the head (False: full head, for comparison).
+        sparse: run the encoder's last layer and the head at the targets only
+            (:mod:`tokenmask.train.last_layer`; False: the full model, for comparison).
         count_correct: count the correct argmax predictions (an argmax over the vocabulary at
             every target: about 3% of a modernbert-tiny training step by profile, so training skips it).
 
@@ -102,7 +111,8 @@ def masked_lm_loss(
     targets = labels != IGNORE_INDEX  # (B, T)
     parts = split_masked_lm(model) if sparse else None
     if parts is not None:
-        hidden = parts.encoder(**inputs).last_hidden_state  # (B, T, H)
+        with last_layer_at_targets(parts.encoder, targets):
+            hidden = parts.encoder(**inputs).last_hidden_state  # (B, T, H), right at the targets
         logits = parts.head(hidden[targets])  # (N, V)
         gold = labels[targets]  # (N,)
     else:

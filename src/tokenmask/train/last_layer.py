@@ -1,0 +1,185 @@
+"""The encoder's last layer at the target positions only: the same loss for a fraction of its cost.
+
+Only the final hidden states at the targets reach the MLM loss, and in the last layer a
+position's output depends on the other positions only through their keys and values. So that
+layer computes keys and values for every token, and queries, attention, output projection
+and feed-forward for the targets alone (at 15% masking, about 30% of the layer's work); the
+loss and its gradients are the full layer's. The sparse head (:mod:`.heads`) takes the rest.
+
+Written against the layers of transformers 5: BERT, RoBERTa (and XLM-R, CamemBERT) and
+ModernBERT, with SDPA or eager attention. Any other model, transformers version, attention
+implementation, or a compiled encoder or last layer runs its full last layer:
+:func:`last_layer_at_targets` then does nothing (``--compile`` compiles the other layers).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import transformers
+from torch import nn
+
+_BERT_LAYERS = frozenset({"BertLayer", "RobertaLayer", "XLMRobertaLayer", "CamembertLayer"})
+_MODERNBERT_LAYERS = frozenset({"ModernBertEncoderLayer"})
+_ATTENTION = frozenset({"sdpa", "eager"})  # the mask is a dense (B, 1, T, T) tensor or None
+_TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
+
+
+def encoder_layers(encoder: nn.Module) -> nn.ModuleList | None:
+    """The list of layers of a BERT-like (``encoder.layer``) or ModernBERT (``layers``) encoder."""
+    layers = getattr(getattr(encoder, "encoder", None), "layer", None) or getattr(encoder, "layers", None)
+    return layers if isinstance(layers, nn.ModuleList) and len(layers) > 0 else None
+
+
+def last_layer(encoder: nn.Module) -> nn.Module | None:
+    """The last layer of a known encoder that can run at the targets only, or None."""
+    if not _TRANSFORMERS_5 or getattr(encoder, "_compiled_call_impl", None) is not None:
+        return None
+    config = getattr(encoder, "config", None)
+    if getattr(config, "_attn_implementation", None) not in _ATTENTION or getattr(config, "is_decoder", False):
+        return None
+    layers = encoder_layers(encoder)
+    if layers is None or getattr(layers[-1], "_compiled_call_impl", None) is not None:
+        return None
+    layer = layers[-1]
+    if not _returns_a_tensor(layer):
+        return None
+    name = type(layer).__name__
+    if name in _BERT_LAYERS and not getattr(layer, "add_cross_attention", False) and not layer.chunk_size_feed_forward:
+        return layer
+    return layer if name in _MODERNBERT_LAYERS else None
+
+
+def _returns_a_tensor(layer: nn.Module) -> bool:
+    """Whether the layer's forward is declared to return the hidden states alone, as in the
+    transformers 5 code this module follows (older layers returned tuples)."""
+    returned = inspect.signature(type(layer).forward).return_annotation
+    return returned is torch.Tensor or returned in ("torch.Tensor", "Tensor")
+
+
+@contextmanager
+def last_layer_at_targets(encoder: nn.Module, targets: torch.Tensor) -> Iterator[bool]:
+    """Within the block, ``encoder``'s last layer computes the ``targets`` positions only.
+
+    The encoder's ``last_hidden_state`` is then right at the targets and zero elsewhere (or the
+    final norm of zero, for ModernBERT): read it at the targets only. Yields whether the layer
+    was replaced (False for a model it does not know; that model runs its full layer).
+
+    Args:
+        encoder: the base model of a masked LM (``model.bert``, ``model.model``…).
+        targets: ``(B, T)`` bool, the positions whose final hidden state is needed.
+    """
+    layer = last_layer(encoder)
+    if layer is None:
+        yield False
+        return
+    on_targets = _bert_on_targets if type(layer).__name__ in _BERT_LAYERS else _modernbert_on_targets
+    positions, valid = query_positions(targets)
+
+    def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any, **kwargs: Any):
+        queries = _query_mask(attention_mask, positions, valid)
+        out = on_targets(layer, hidden_states, positions, queries, kwargs.get("position_embeddings"))  # (B, Q, H)
+        return scatter_rows(out, positions, valid, hidden_states.shape[1])
+
+    layer.forward = forward  # an instance attribute: shadows the class's forward until deleted
+    try:
+        yield True
+    finally:
+        del layer.forward
+
+
+def query_positions(targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's target positions, in order, padded to the longest row.
+
+    Returns:
+        ``(positions, valid)``, both ``(B, Q)`` with Q the most targets in a row: positions
+        are int64 (padding slots repeat position 0), ``valid`` is False on padding slots.
+
+    ``[[F, T, F, T], [T, F, F, F]]  ->  positions [[1, 3], [0, 0]], valid [[T, T], [T, F]]``
+    """
+    counts = targets.sum(dim=1)  # (B,)
+    width = int(counts.max()) if targets.numel() else 0
+    order = torch.argsort((~targets).to(torch.int8), dim=1, stable=True)[:, :width]  # targets first
+    valid = torch.arange(width, device=targets.device)[None, :] < counts[:, None]
+    return torch.where(valid, order, 0), valid
+
+
+def scatter_rows(rows: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor, length: int) -> torch.Tensor:
+    """``(B, Q, H)`` rows placed at ``positions`` of a ``(B, length, H)`` zero tensor; padding
+    slots go to an extra column that is cut off, so each real position is written once."""
+    batch, width, hidden = rows.shape
+    slots = torch.where(valid, positions, length)  # (B, Q)
+    out = rows.new_zeros(batch, length + 1, hidden)
+    return out.scatter(1, slots[:, :, None].expand(batch, width, hidden), rows)[:, :length]
+
+
+def _query_mask(mask: torch.Tensor | None, positions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
+    """The mask's rows at the query positions, ``(B, 1, Q, T)``; padding slots attend to every key
+    (a row of a sliding-window mask could otherwise mask every key: NaN in the backward pass)."""
+    if mask is None or mask.dim() != 4 or mask.shape[-2] == 1:
+        return mask  # no mask, or one row for every query: keys only
+    batch, width = positions.shape
+    rows = mask.expand(batch, -1, -1, -1)
+    picked = rows.gather(2, positions[:, None, :, None].expand(batch, rows.shape[1], width, rows.shape[-1]))
+    padding = ~valid[:, None, :, None]
+    if picked.dtype == torch.bool:
+        return picked | padding
+    return picked.masked_fill(padding, 0.0)
+
+
+def _rows(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """``(B, T, H)`` -> ``(B, Q, H)`` at ``positions``."""
+    return hidden.gather(1, positions[:, :, None].expand(-1, -1, hidden.shape[-1]))
+
+
+def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """``(B, N, H)`` -> ``(B, heads, N, H / heads)``."""
+    return x.view(x.shape[0], x.shape[1], heads, x.shape[-1] // heads).transpose(1, 2)
+
+
+def _merge(x: torch.Tensor) -> torch.Tensor:
+    """``(B, heads, N, d)`` -> ``(B, N, heads * d)``."""
+    return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], x.shape[1] * x.shape[3])
+
+
+def _attend(module: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, *, p: float, scale: float):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p if module.training else 0.0, scale=scale)
+
+
+def _bert_on_targets(layer: Any, hidden: torch.Tensor, positions: torch.Tensor, mask, _rotary) -> torch.Tensor:
+    """A BERT layer (post-norm: attention, add & norm, feed-forward, add & norm) at the positions."""
+    attention = layer.attention.self
+    heads = attention.num_attention_heads
+    at = _rows(hidden, positions)  # (B, Q, H)
+    q = _heads(attention.query(at), heads)  # (B, h, Q, d)
+    k, v = _heads(attention.key(hidden), heads), _heads(attention.value(hidden), heads)  # (B, h, T, d)
+    scale = getattr(attention, "scaling", attention.attention_head_size**-0.5)
+    context = _merge(_attend(attention, q, k, v, mask, p=attention.dropout.p, scale=scale))  # (B, Q, H)
+    attended = layer.attention.output(context, at)
+    return layer.output(layer.intermediate(attended), attended)
+
+
+def _modernbert_on_targets(layer: Any, hidden: torch.Tensor, positions: torch.Tensor, mask, rotary) -> torch.Tensor:
+    """A ModernBERT layer (pre-norm, fused QKV, rotary positions, gated MLP) at the positions."""
+    from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
+
+    attention = layer.attn
+    width = hidden.shape[-1]
+    heads = width // attention.head_dim
+    normed = layer.attn_norm(hidden)  # (B, T, H)
+    weight, bias = attention.Wqkv.weight, attention.Wqkv.bias  # rows: queries, keys, values
+    kv = F.linear(normed, weight[width:], None if bias is None else bias[width:])  # (B, T, 2H)
+    k, v = (_heads(part, heads) for part in kv.chunk(2, dim=-1))  # (B, h, T, d)
+    q = _heads(F.linear(_rows(normed, positions), weight[:width], None if bias is None else bias[:width]), heads)
+    cos, sin = rotary  # (1 or B, T, d)
+    k = apply_rotary_pos_emb(k, k, cos, sin)[0]
+    cos_q, sin_q = (_rows(t.expand(hidden.shape[0], -1, -1), positions) for t in (cos, sin))
+    q = apply_rotary_pos_emb(q, q, cos_q, sin_q)[0]
+    context = _merge(_attend(attention, q, k, v, mask, p=attention.attention_dropout, scale=attention.head_dim**-0.5))
+    out = _rows(hidden, positions) + attention.out_drop(attention.Wo(context))  # (B, Q, H)
+    return out + layer.mlp(layer.mlp_norm(out))
