@@ -14,6 +14,7 @@ implementation, or a compiled encoder or last layer runs its full last layer:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,7 +48,7 @@ def last_layer(encoder: nn.Module) -> nn.Module | None:
     if layers is None or getattr(layers[-1], "_compiled_call_impl", None) is not None:
         return None
     layer = layers[-1]
-    if not _returns_a_tensor(layer):
+    if not _returns_a_tensor(type(layer)):
         return None
     name = type(layer).__name__
     if name in _BERT_LAYERS and not getattr(layer, "add_cross_attention", False) and not layer.chunk_size_feed_forward:
@@ -55,10 +56,11 @@ def last_layer(encoder: nn.Module) -> nn.Module | None:
     return layer if name in _MODERNBERT_LAYERS else None
 
 
-def _returns_a_tensor(layer: nn.Module) -> bool:
+@functools.cache
+def _returns_a_tensor(layer_type: type) -> bool:
     """Whether the layer's forward is declared to return the hidden states alone, as in the
     transformers 5 code this module follows (older layers returned tuples)."""
-    returned = inspect.signature(type(layer).forward).return_annotation
+    returned = inspect.signature(layer_type.forward).return_annotation
     return returned is torch.Tensor or returned in ("torch.Tensor", "Tensor")
 
 
