@@ -14,7 +14,6 @@ implementation, or a compiled encoder or last layer runs its full last layer:
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,12 +55,16 @@ def last_layer(encoder: nn.Module) -> nn.Module | None:
     return layer if name in _MODERNBERT_LAYERS else None
 
 
-@functools.cache
-def _returns_a_tensor(layer_type: type) -> bool:
+def _returns_a_tensor(layer_type: type[nn.Module]) -> bool:
     """Whether the layer's forward is declared to return the hidden states alone, as in the
-    transformers 5 code this module follows (older layers returned tuples)."""
-    returned = inspect.signature(layer_type.forward).return_annotation
-    return returned is torch.Tensor or returned in ("torch.Tensor", "Tensor")
+    transformers 5 code this module follows (older layers returned tuples). Read once per class."""
+    if layer_type not in _RETURNS_A_TENSOR:
+        returned = inspect.signature(layer_type.forward).return_annotation
+        _RETURNS_A_TENSOR[layer_type] = returned is torch.Tensor or returned in ("torch.Tensor", "Tensor")
+    return _RETURNS_A_TENSOR[layer_type]
+
+
+_RETURNS_A_TENSOR: dict[type, bool] = {}
 
 
 @contextmanager
