@@ -75,7 +75,7 @@ class LoopConfig:
     compile: bool = setting(
         False,
         help="compile the encoder's layers with torch.compile (not a last layer that runs at the targets only): "
-        "its first step takes a while (about a minute on 2 CPU cores); for GPUs and long runs",
+        "its first step takes a while (20 s for the default model on 2 CPU cores); for GPUs and long runs",
     )
     max_bad_steps: int = setting(
         5, help="stop after this many steps in a row with a NaN or infinite loss or gradient (each is skipped)", ge=1
