@@ -2,7 +2,19 @@
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, ModernBertConfig, ModernBertForMaskedLM, RobertaConfig, RobertaForMaskedLM
+from torch import nn
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    CamembertConfig,
+    CamembertForMaskedLM,
+    ModernBertConfig,
+    ModernBertForMaskedLM,
+    RobertaConfig,
+    RobertaForMaskedLM,
+    XLMRobertaConfig,
+    XLMRobertaForMaskedLM,
+)
 from transformers.models.bert.modeling_bert import BertLayer
 
 from tokenmask.train.heads import compile_encoder, masked_lm_loss, split_masked_lm
@@ -14,23 +26,30 @@ V = 120
 def tiny(kind: str, attention: str = "sdpa", dropout: float = 0.0):
     torch.manual_seed(0)
     shape = {"vocab_size": V, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    drops = {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
     if kind == "bert":
-        config = BertConfig(**shape, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-        model = BertForMaskedLM(config)
-    elif kind == "roberta":
-        config = RobertaConfig(**shape, pad_token_id=1, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-        model = RobertaForMaskedLM(config)
-    else:  # a window of 4 tokens around each one (half-window 2): the last layer is the sliding one
-        model = ModernBertForMaskedLM(
-            ModernBertConfig(**shape, pad_token_id=0, local_attention=4, global_attn_every_n_layers=2, attention_dropout=dropout)
+        model = BertForMaskedLM(BertConfig(**shape, **drops))
+    elif kind in ("roberta", "xlm-roberta", "camembert"):
+        classes = {"roberta": (RobertaConfig, RobertaForMaskedLM), "xlm-roberta": (XLMRobertaConfig, XLMRobertaForMaskedLM),
+                   "camembert": (CamembertConfig, CamembertForMaskedLM)}  # fmt: skip
+        config_class, model_class = classes[kind]
+        model = model_class(config_class(**shape, **drops, pad_token_id=1))
+    elif kind == "modernbert":  # a window of 4 tokens around each one (half-window 2): the last layer is the sliding one
+        config = ModernBertConfig(
+            **shape, pad_token_id=0, local_attention=4, global_attn_every_n_layers=2, attention_dropout=dropout
         )
+        model = ModernBertForMaskedLM(config)
         assert model.config.layer_types[-1] == "sliding_attention"
+    else:  # modernbert-global: every layer attends to all tokens
+        model = ModernBertForMaskedLM(ModernBertConfig(**shape, pad_token_id=0, global_attn_every_n_layers=1))
+        assert model.config.layer_types[-1] == "full_attention"
     model.config._attn_implementation = attention
     return model
 
 
-def batch(seed: int = 0):
-    """4 rows of 12: row 2 padded after 8 tokens, row 3 without targets."""
+def batch(seed: int = 0, padding: str = "right"):
+    """4 rows of 12: row 2 padded to 8 tokens (on the right, the left, or not at all), row 3
+    without targets."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, V, (4, 12), generator=g)
     labels = torch.full_like(ids, -100)
@@ -38,8 +57,9 @@ def batch(seed: int = 0):
     pick[0, 11] = True  # the last position, next to the window's edge
     labels[pick] = ids[pick]
     attention = torch.ones_like(ids)
-    attention[2, 8:] = 0
-    labels[2, 8:] = -100
+    padded = {"right": slice(8, None), "left": slice(None, 4), "none": slice(0, 0)}[padding]
+    attention[2, padded] = 0
+    labels[2, padded] = -100
     labels[3] = -100
     return {"input_ids": ids, "attention_mask": attention, "labels": labels}
 
@@ -55,7 +75,7 @@ def test_query_positions_worked_example():
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
-@pytest.mark.parametrize("kind", ["bert", "roberta", "modernbert"])
+@pytest.mark.parametrize("kind", ["bert", "roberta", "xlm-roberta", "camembert", "modernbert", "modernbert-global"])
 def test_hidden_states_at_targets_equal_the_full_layer(kind, attention):
     model = tiny(kind, attention).eval()
     encoder = split_masked_lm(model).encoder
@@ -68,13 +88,17 @@ def test_hidden_states_at_targets_equal_the_full_layer(kind, attention):
     assert replaced
     torch.testing.assert_close(pruned[targets], full[targets], rtol=1e-5, atol=1e-5)
     assert not torch.allclose(pruned[~targets], full[~targets])  # the other positions were not computed
-    assert "forward" not in vars(encoder.encoder.layer[-1] if kind != "modernbert" else encoder.layers[-1])
+    assert "forward" not in vars(encoder.layers[-1] if kind.startswith("modernbert") else encoder.encoder.layer[-1])
 
 
-@pytest.mark.parametrize("kind", ["bert", "modernbert"])
-def test_loss_and_gradients_equal_the_full_model_in_training_mode(kind):
-    model = tiny(kind).train()  # dropout 0: training mode's code path, reproducible numbers
-    data = batch(1)
+@pytest.mark.parametrize(
+    ("kind", "attention", "padding"),
+    [("bert", "sdpa", "right"), ("bert", "eager", "left"), ("bert", "sdpa", "none"), ("modernbert", "sdpa", "right"),
+     ("modernbert", "eager", "left"), ("modernbert-global", "sdpa", "none")],
+)  # fmt: skip
+def test_loss_and_gradients_equal_the_full_model_in_training_mode(kind, attention, padding):
+    model = tiny(kind, attention).train()  # dropout 0: training mode's code path, reproducible numbers
+    data = batch(1, padding)
     pruned = masked_lm_loss(model, data)
     pruned.loss_sum.backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
@@ -100,31 +124,57 @@ def test_every_parameter_gets_a_gradient_without_targets():
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in layer.parameters())
 
 
-def test_dropout_still_acts_in_training():
+@pytest.mark.parametrize("last_layer_dropout", [0.5, 0.0])
+def test_dropout_acts_in_the_last_layer_in_training(last_layer_dropout):
+    """Every dropout but the last layer's is off: two passes differ exactly when it acts."""
     model = tiny("bert", dropout=0.5).train()
+    last = model.bert.encoder.layer[-1]
+    in_last = {id(m) for m in last.modules()}
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = last_layer_dropout if id(module) in in_last else 0.0
     data = batch()
     first, second = masked_lm_loss(model, data).loss_sum, masked_lm_loss(model, data).loss_sum
-    assert torch.isfinite(first) and not torch.equal(first, second)
+    assert torch.isfinite(first) and torch.equal(first, second) == (last_layer_dropout == 0.0)
 
 
-def test_other_models_run_their_full_layer():
+def test_other_models_run_their_full_layer(monkeypatch):
     from transformers import DistilBertConfig, DistilBertForMaskedLM
 
+    everywhere = torch.ones(2, 3, dtype=torch.bool)
     model = DistilBertForMaskedLM(DistilBertConfig(vocab_size=V, dim=32, n_layers=2, n_heads=2, hidden_dim=64)).eval()
-    with last_layer_at_targets(split_masked_lm(model).encoder, torch.ones(2, 3, dtype=torch.bool)) as replaced:
+    with last_layer_at_targets(split_masked_lm(model).encoder, everywhere) as replaced:
         assert not replaced
-    old = tiny("bert")  # a layer of the older kind, which returned a tuple
-    old.bert.encoder.layer[-1].__class__ = type("BertLayer", (BertLayer,), {"forward": _tuple_forward})
-    with last_layer_at_targets(old.bert, torch.ones(2, 3, dtype=torch.bool)) as replaced:
+    renamed = tiny("bert")  # a class of the same name (remote code, a subclass) may compute otherwise
+    renamed.bert.encoder.layer[-1].__class__ = type("BertLayer", (BertLayer,), {})
+    with last_layer_at_targets(renamed.bert, everywhere) as replaced:
+        assert not replaced
+    adapted = tiny("bert")  # an adapter (LoRA…) around a projection: calling it is not calling the Linear
+    adapted.bert.encoder.layer[-1].attention.self.query = nn.Sequential(nn.Linear(32, 32))
+    with last_layer_at_targets(adapted.bert, everywhere) as replaced:
         assert not replaced
     bert = tiny("bert")
     bert.config._attn_implementation = "flash_attention_2"  # its kernels assume query i sits at position i
-    with last_layer_at_targets(bert.bert, torch.ones(2, 3, dtype=torch.bool)) as replaced:
+    with last_layer_at_targets(bert.bert, everywhere) as replaced:
+        assert not replaced
+    monkeypatch.setattr(BertLayer, "forward", _tuple_forward)  # as older layers returned
+    with last_layer_at_targets(tiny("bert").bert, everywhere) as replaced:
         assert not replaced
 
 
+_BERT_FORWARD = BertLayer.forward
+
+
 def _tuple_forward(self, hidden_states, *args, **kwargs) -> tuple[torch.Tensor]:
-    return (BertLayer.forward(self, hidden_states, *args, **kwargs),)
+    return (_BERT_FORWARD(self, hidden_states, *args, **kwargs),)
+
+
+def test_bf16_autocast_gives_the_full_layer_numbers():
+    model = tiny("modernbert").eval()
+    data = batch(3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        pruned, full = masked_lm_loss(model, data).loss_sum, masked_lm_loss(model, data, sparse=False).loss_sum
+    torch.testing.assert_close(pruned, full, rtol=1e-3, atol=1e-3)
 
 
 def test_the_layer_is_restored_after_an_error():

@@ -5,6 +5,9 @@ position's output depends on the other positions only through their keys and val
 layer computes keys and values for every token, and queries, attention, output projection
 and feed-forward for the targets alone (at 15% masking, about 30% of the layer's work); the
 loss and its gradients are the full layer's. The sparse head (:mod:`.heads`) takes the rest.
+The attention runs through ``F.scaled_dot_product_attention`` for both SDPA and eager models:
+with SDPA the numbers are the same, with eager equal up to rounding (about 1e-7 in fp32).
+The last layer's attention weights (``output_attentions``) are not computed.
 
 Written against the layers of transformers 5: BERT, RoBERTa (and XLM-R, CamemBERT) and
 ModernBERT, with SDPA or eager attention. Any other model, transformers version, attention
@@ -14,6 +17,7 @@ implementation, or a compiled encoder or last layer runs its full last layer:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,10 +28,20 @@ import torch.nn.functional as F
 import transformers
 from torch import nn
 
-_BERT_LAYERS = frozenset({"BertLayer", "RobertaLayer", "XLMRobertaLayer", "CamembertLayer"})
-_MODERNBERT_LAYERS = frozenset({"ModernBertEncoderLayer"})
 _ATTENTION = frozenset({"sdpa", "eager"})  # the mask is a dense (B, 1, T, T) tensor or None
-_TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
+_TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) == 5
+
+
+@functools.cache
+def _known_layers() -> tuple[frozenset[type], frozenset[type]]:
+    """``(BERT-like layer classes, ModernBERT layer classes)`` of the installed transformers 5."""
+    from transformers.models.bert.modeling_bert import BertLayer
+    from transformers.models.camembert.modeling_camembert import CamembertLayer
+    from transformers.models.modernbert.modeling_modernbert import ModernBertEncoderLayer
+    from transformers.models.roberta.modeling_roberta import RobertaLayer
+    from transformers.models.xlm_roberta.modeling_xlm_roberta import XLMRobertaLayer
+
+    return frozenset({BertLayer, RobertaLayer, XLMRobertaLayer, CamembertLayer}), frozenset({ModernBertEncoderLayer})
 
 
 def encoder_layers(encoder: nn.Module) -> nn.ModuleList | None:
@@ -37,7 +51,11 @@ def encoder_layers(encoder: nn.Module) -> nn.ModuleList | None:
 
 
 def last_layer(encoder: nn.Module) -> nn.Module | None:
-    """The last layer of a known encoder that can run at the targets only, or None."""
+    """The last layer of a known encoder that can run at the targets only, or None.
+
+    Known: exactly transformers 5's own layer classes (not subclasses, nor remote code with the
+    same names), called as this module expects, with plain ``nn.Linear`` projections (an
+    adapter such as LoRA, or a quantized layer, keeps the full layer)."""
     if not _TRANSFORMERS_5 or getattr(encoder, "_compiled_call_impl", None) is not None:
         return None
     config = getattr(encoder, "config", None)
@@ -46,25 +64,33 @@ def last_layer(encoder: nn.Module) -> nn.Module | None:
     layers = encoder_layers(encoder)
     if layers is None or getattr(layers[-1], "_compiled_call_impl", None) is not None:
         return None
-    layer = layers[-1]
-    if not _returns_a_tensor(type(layer)):
+    layer: Any = layers[-1]  # a transformers layer, its parts read by name
+    bert_like, modernbert = _known_layers()
+    projections: tuple[Any, ...]
+    if type(layer) in bert_like:
+        attention = layer.attention.self
+        projections = (attention.query, attention.key, attention.value)
+        plain = not layer.add_cross_attention and not layer.chunk_size_feed_forward
+    elif type(layer) in modernbert:
+        projections, plain = (layer.attn.Wqkv,), True  # its weight is sliced, not called
+    else:
         return None
-    name = type(layer).__name__
-    if name in _BERT_LAYERS and not getattr(layer, "add_cross_attention", False) and not layer.chunk_size_feed_forward:
-        return layer
-    return layer if name in _MODERNBERT_LAYERS else None
+    if not plain or any(type(p) is not nn.Linear for p in projections) or not _returns_a_tensor(type(layer)):
+        return None
+    return layer
 
 
 def _returns_a_tensor(layer_type: type[nn.Module]) -> bool:
     """Whether the layer's forward is declared to return the hidden states alone, as in the
-    transformers 5 code this module follows (older layers returned tuples). Read once per class."""
-    if layer_type not in _RETURNS_A_TENSOR:
-        returned = inspect.signature(layer_type.forward).return_annotation
-        _RETURNS_A_TENSOR[layer_type] = returned is torch.Tensor or returned in ("torch.Tensor", "Tensor")
-    return _RETURNS_A_TENSOR[layer_type]
+    transformers 5 code this module follows (older layers returned tuples). Read once per forward."""
+    forward = layer_type.forward
+    if forward not in _RETURNS_A_TENSOR:
+        returned = inspect.signature(forward).return_annotation
+        _RETURNS_A_TENSOR[forward] = returned is torch.Tensor or returned in ("torch.Tensor", "Tensor")
+    return _RETURNS_A_TENSOR[forward]
 
 
-_RETURNS_A_TENSOR: dict[type, bool] = {}
+_RETURNS_A_TENSOR: dict[Any, bool] = {}
 
 
 @contextmanager
@@ -83,7 +109,7 @@ def last_layer_at_targets(encoder: nn.Module, targets: torch.Tensor) -> Iterator
     if layer is None:
         yield False
         return
-    on_targets = _bert_on_targets if type(layer).__name__ in _BERT_LAYERS else _modernbert_on_targets
+    on_targets = _bert_on_targets if type(layer) in _known_layers()[0] else _modernbert_on_targets
     positions, valid = query_positions(targets)
 
     def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any, **kwargs: Any):
@@ -102,13 +128,13 @@ def query_positions(targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's target positions, in order, padded to the longest row.
 
     Returns:
-        ``(positions, valid)``, both ``(B, Q)`` with Q the most targets in a row: positions
-        are int64 (padding slots repeat position 0), ``valid`` is False on padding slots.
+        ``(positions, valid)``, both ``(B, Q)`` with Q the most targets in a row (at least 1):
+        positions are int64 (padding slots repeat position 0), ``valid`` is False on padding slots.
 
     ``[[F, T, F, T], [T, F, F, F]]  ->  positions [[1, 3], [0, 0]], valid [[T, T], [T, F]]``
     """
     counts = targets.sum(dim=1)  # (B,)
-    width = int(counts.max()) if targets.numel() else 0
+    width = max(int(counts.max()), 1) if targets.numel() else 0  # a slot at least: no empty kernels
     order = torch.argsort((~targets).to(torch.int8), dim=1, stable=True)[:, :width]  # targets first
     valid = torch.arange(width, device=targets.device)[None, :] < counts[:, None]
     return torch.where(valid, order, 0), valid
