@@ -44,6 +44,19 @@ def lines() -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def plays_file(tmp_path_factory, lines):
+    """Writes the first ``count`` of :func:`lines` as paragraphs of ``per`` lines, blank-line
+    separated, to a fresh ``plays.txt``; returns its path."""
+
+    def write(count: int, per: int = 8) -> Path:
+        path = tmp_path_factory.mktemp("corpus") / "plays.txt"
+        path.write_text("\n\n".join(" ".join(lines[i : i + per]) for i in range(0, count, per)), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
 def bert_tokenizer():
     return load_tokenizer("bert-base-uncased")
 

@@ -14,10 +14,8 @@ from tokenmask.text.streaming import DocumentStream
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, lines):
-    path = tmp_path_factory.mktemp("streamed") / "plays.txt"
-    path.write_text("\n\n".join(" ".join(lines[i : i + 5]) for i in range(0, 750, 5)), encoding="utf-8")
-    return path
+def corpus(plays_file):
+    return plays_file(750, per=5)
 
 
 def chunk_batches(corpus, tokenizer, *, start=None, rank=0, world=1):

@@ -114,10 +114,8 @@ def test_the_body_waits_then_ramps_in():
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, lines):
-    path = tmp_path_factory.mktemp("corpus") / "plays.txt"
-    path.write_text("\n\n".join(" ".join(lines[i : i + 8]) for i in range(0, 800, 8)), encoding="utf-8")
-    return path
+def corpus(plays_file):
+    return plays_file(800)
 
 
 def test_head_warmup_keeps_the_encoder_still_then_lets_it_train(tiny_mlm_folder, corpus, tmp_path):

@@ -14,10 +14,8 @@ from tokenmask.train.checkpoint import load_state
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, lines):
-    path = tmp_path_factory.mktemp("corpus") / "plays.txt"
-    path.write_text("\n\n".join(" ".join(lines[i : i + 8]) for i in range(0, 1600, 8)), encoding="utf-8")
-    return path
+def corpus(plays_file):
+    return plays_file(1600)
 
 
 def run_pretrain(corpus, output, *, processes, batch_size, grad_accum, extra=()):

@@ -65,11 +65,8 @@ def test_a_step_without_targets_adds_nothing():
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, lines):
-    path = tmp_path_factory.mktemp("corpus") / "plays.txt"
-    paragraphs = [" ".join(lines[i : i + 8]) for i in range(0, 2400, 8)]
-    path.write_text("\n\n".join(paragraphs), encoding="utf-8")
-    return path
+def corpus(plays_file):
+    return plays_file(2400)
 
 
 def config(corpus, output, **overrides):

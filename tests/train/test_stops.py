@@ -92,10 +92,8 @@ def test_too_many_bad_steps_in_a_row_stop_the_run_and_keep_the_good_checkpoint(t
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, lines):
-    path = tmp_path_factory.mktemp("corpus") / "plays.txt"
-    path.write_text("\n\n".join(" ".join(lines[i : i + 8]) for i in range(0, 1200, 8)), encoding="utf-8")
-    return path
+def corpus(plays_file):
+    return plays_file(1200)
 
 
 def pretrain_command(corpus, output, *extra):

@@ -18,10 +18,8 @@ from tokenmask.settings import build
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, lines):
-    path = tmp_path_factory.mktemp("corpus") / "plays.txt"
-    path.write_text("\n\n".join(" ".join(lines[i : i + 8]) for i in range(0, 800, 8)), encoding="utf-8")
-    return path
+def corpus(plays_file):
+    return plays_file(800)
 
 
 def run(corpus, output, report_to):
