@@ -13,7 +13,7 @@ it: what a checkpoint saves, and where a resumed run starts, exactly.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -44,7 +44,7 @@ class StreamPosition:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> StreamPosition:
-        return cls(**{name: int(state[name]) for name in ("epoch", "chunk", "first_document", "batch")})
+        return cls(**{f.name: int(state[f.name]) for f in fields(cls)})
 
 
 class ChunkBatches(IterableDataset):
