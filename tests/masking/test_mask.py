@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tokenmask.masking
 from tokenmask.masking import (
     IGNORE_INDEX,
     STRATEGIES,
@@ -337,6 +341,19 @@ def test_the_torch_backend_gives_the_numpy_numbers(strategy, batch, mode, floor,
     )
 
 
+def test_the_torch_modules_take_only_public_names_from_the_numpy_ones():
+    # What a torch twin shares with its numpy sibling (constants, tables, the Outcome codes) is public there.
+    package = Path(tokenmask.masking.__file__).parent
+    twins = sorted(package.glob("torch_*.py"))
+    siblings = ("keys", "vocab", "units", "select", "corrupt", "mask")
+    assert {path.stem for path in twins} >= {f"torch_{name}" for name in siblings}
+    for path in twins:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tokenmask.masking"):
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                assert not private, f"{path.name} imports {private} from {node.module}"
+
+
 def long_batch(seed: int, batch: int = 16, width: int = 256):
     """Rows of 1-4 piece words between [CLS] and [SEP], right-padded to ``width``: ids, word ids, mask."""
     rng = np.random.default_rng(seed)
@@ -395,7 +412,7 @@ def test_strided_int32_and_edge_settings_give_the_same_masks(backend):
         UnitConfig("span", span_max_words=1),
         UnitConfig("ngram", ngram_max_n=1),
     ):
-        both_backends(ids, unit_config=units, **kwargs)  # empty length tables: every unit one word
+        both_backends(ids, unit_config=units, **kwargs)  # degenerate length tables: every unit one word
 
 
 def test_numpy_arrays_go_in_and_tensors_come_out():

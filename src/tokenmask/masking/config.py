@@ -7,7 +7,7 @@ and the YAML configs are generated from these declarations.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, get_args
 
 from tokenmask.settings import check, setting
 
@@ -15,7 +15,10 @@ IGNORE_INDEX = -100
 """Label of a position that is not a prediction target (ignored by cross-entropy)."""
 
 Strategy = Literal["token", "whole_word", "span", "ngram", "pmi", "given"]
-STRATEGIES: tuple[str, ...] = ("token", "whole_word", "span", "ngram", "pmi", "given")
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
+"""Every masking strategy, in the order of :data:`Strategy`."""
+COMMAND_LINE_STRATEGIES: tuple[Strategy, ...] = tuple(s for s in STRATEGIES if s != "given")
+"""The strategies the command line offers: all but 'given', whose spans only the Python API can pass."""
 SelectionMode = Literal["bernoulli", "exact"]
 
 
@@ -34,7 +37,7 @@ class UnitConfig:
         "(SpanBERT: runs of whole words, geometric lengths), 'ngram' (whole-word n-grams, "
         "P(n) ∝ 1/n), 'pmi' (whole words, with the corpus's PMI n-grams as single units; "
         "Levine et al. 2021), 'given' (caller-supplied token spans, e.g. entities; Python API only)",
-        choices=("token", "whole_word", "span", "ngram", "pmi"),  # the command line cannot pass spans
+        choices=COMMAND_LINE_STRATEGIES,
     )
     span_geometric_p: float = setting(0.2, help="span strategy: span length in words ~ Geometric(p)", gt=0.0, le=1.0)
     span_max_words: int = setting(10, help="span strategy: longest span, in words (longer draws are clipped)", ge=1)
@@ -60,9 +63,7 @@ class UnitConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:  # 'given' is valid here, though not a command-line choice
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}")
-        check(self)
+        check(self)  # against every Strategy, 'given' too: the command line's choices are fewer
 
     @property
     def needs_words(self) -> bool:

@@ -16,9 +16,12 @@ import numpy as np
 import torch
 
 _MASK64 = (1 << 64) - 1
-_GAMMA = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: the SplitMix64 increment
-_MUL1 = 0xBF58476D1CE4E5B9
-_MUL2 = 0x94D049BB133111EB
+GAMMA = 0x9E3779B97F4A7C15
+"""2^64 / golden ratio: the SplitMix64 increment between consecutive counters (ids, positions)."""
+MUL1 = 0xBF58476D1CE4E5B9
+"""The first multiplier of the SplitMix64 finaliser (:func:`mix64`)."""
+MUL2 = 0x94D049BB133111EB
+"""The second multiplier of the SplitMix64 finaliser."""
 
 
 class Stream(IntEnum):
@@ -32,9 +35,24 @@ class Stream(IntEnum):
 def _mix_int(z: int) -> int:
     """SplitMix64 finaliser on a Python int (for scalar keys)."""
     z &= _MASK64
-    z = ((z ^ (z >> 30)) * _MUL1) & _MASK64
-    z = ((z ^ (z >> 27)) * _MUL2) & _MASK64
+    z = ((z ^ (z >> 30)) * MUL1) & _MASK64
+    z = ((z ^ (z >> 27)) * MUL2) & _MASK64
     return z ^ (z >> 31)
+
+
+def epoch_key(seed: int, epoch: int) -> int:
+    """The 64-bit word the row keys of ``(seed, epoch)`` count from: the key of example ``i`` is
+    ``mix64(epoch_key + i · GAMMA)``, the i-th output of the SplitMix64 stream it seeds.
+
+    A Python int in ``[0, 2^64)``, shared by :meth:`RowKeys.derive` and :func:`.torch_keys.row_keys`.
+    """
+    return _mix_int(_mix_int(seed) + epoch * GAMMA)
+
+
+def stream_word(stream: Stream) -> int:
+    """The 64-bit word a stream's keys are xor-ed with (row key ^ stream word), so that streams
+    draw independent numbers at the same positions. A Python int in ``[0, 2^64)``."""
+    return _mix_int(int(stream) * GAMMA)
 
 
 def mix64(z: np.ndarray) -> np.ndarray:
@@ -45,9 +63,9 @@ def mix64(z: np.ndarray) -> np.ndarray:
     arithmetic on uint64 wraps modulo 2^64 without warnings (unlike numpy scalars).
     """
     z = z ^ (z >> 30)
-    z *= _MUL1
+    z *= MUL1
     z ^= z >> 27
-    z *= _MUL2
+    z *= MUL2
     z ^= z >> 31
     return z
 
@@ -79,9 +97,8 @@ class RowKeys:
             epoch: the epoch (dynamic masking) or ``epoch mod dupe_factor`` (static masking).
         """
         # SplitMix64: the id-th output of the stream seeded by (seed, epoch).
-        base = _mix_int(_mix_int(seed) + epoch * _GAMMA)
-        counters = as_uint64(example_ids).reshape(-1) * _GAMMA
-        counters += base
+        counters = as_uint64(example_ids).reshape(-1) * GAMMA
+        counters += epoch_key(seed, epoch)
         return cls(keys=mix64(counters))
 
     def __len__(self) -> int:
@@ -109,14 +126,14 @@ class RowKeys:
 
     def _stream_keys(self, stream: Stream) -> np.ndarray:
         """64-bit streams: the row keys xor a per-stream constant."""
-        return self.keys ^ np.array([_mix_int(int(stream) * _GAMMA)], dtype=np.uint64)
+        return self.keys ^ np.array([stream_word(stream)], dtype=np.uint64)
 
 
 def _position_offsets(positions: np.ndarray) -> np.ndarray:
     """``(position + 1) · γ`` in uint64: the counter offset of each position."""
     offsets = np.asarray(positions).astype(np.uint64)
     offsets += 1
-    offsets *= _GAMMA
+    offsets *= GAMMA
     return offsets
 
 
@@ -152,10 +169,10 @@ def content_ids(input_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         ``(B,)`` int64.
     """
     _batch, width = input_ids.shape
-    words = as_uint64(input_ids) * _MUL1
+    words = as_uint64(input_ids) * MUL1
     words += _position_offsets(np.arange(width))
     words = mix64(words)
     words[np.arange(width)[None, :] >= lengths[:, None]] = 0
     summed = words.sum(axis=1, dtype=np.uint64)
-    summed ^= mix64(np.asarray(lengths).astype(np.uint64) + _GAMMA)
+    summed ^= mix64(np.asarray(lengths).astype(np.uint64) + GAMMA)
     return mix64(summed).view(np.int64)

@@ -1,9 +1,9 @@
 """The whole masking pass on a padded batch: eligible → units → select → corrupt.
 
 Tensors in, tensors out, on the input's device. Two backends give the same numbers bit for
-bit: vectorised numpy on the host (the modules beside this one) and torch where the tensors
-are (:mod:`.torch_mask`). The result depends only on each row's tokens, word ids, example
-id, the seed and the epoch.
+bit: vectorised numpy on the host (:mod:`.units` → :mod:`.select` → :mod:`.corrupt`, run
+here) and torch where the tensors are (their ``torch_*`` twins, run by :mod:`.torch_mask`).
+The result depends only on each row's tokens, word ids, example id, the seed and the epoch.
 """
 
 from __future__ import annotations

@@ -18,8 +18,10 @@ from tokenmask.masking.config import SelectionConfig
 from tokenmask.masking.keys import threshold32
 from tokenmask.masking.units import spread_from_starts, token_units, unit_starts
 
-_NO_KEY = np.int64(1 << 40)  # sorts after every key, priority-offset or not
-_AFTER_PRIORITY = np.int64(1 << 32)  # added to the keys of non-priority units: every priority key sorts first
+AFTER_PRIORITY = 1 << 32
+"""Added to the keys of non-priority units: one more than any 32-bit key, so every priority unit sorts first."""
+NO_KEY = 1 << 40
+"""The key of a unit slot that holds no unit: it sorts after every key, priority-offset or not."""
 
 
 def select_tokens(eligible: np.ndarray, select_keys: np.ndarray, selection: SelectionConfig) -> np.ndarray:
@@ -105,7 +107,7 @@ def select_units(
     rows = np.flatnonzero(needs_fix)
     if rows.size and priority is not None:  # the same prefix, in the priority order
         keys = _priority_keys(select_keys[rows], first[rows])
-        targets[rows] = _select_prefix(units[rows], keys, starts[rows], selection, _AFTER_PRIORITY + q_threshold[rows])
+        targets[rows] = _select_prefix(units[rows], keys, starts[rows], selection, AFTER_PRIORITY + q_threshold[rows])
     elif rows.size:
         targets[rows] = _select_prefix(units[rows], select_keys[rows], starts[rows], selection)
     return targets
@@ -113,7 +115,7 @@ def select_units(
 
 def _priority_keys(select_keys: np.ndarray, first: np.ndarray) -> np.ndarray:
     """``(B, T)`` int64 keys that sort every priority unit (``first``) before every other unit."""
-    return np.where(first, 0, _AFTER_PRIORITY) + select_keys
+    return np.where(first, 0, AFTER_PRIORITY) + select_keys
 
 
 def priority_units(units: np.ndarray, priority: np.ndarray) -> np.ndarray:
@@ -161,10 +163,10 @@ def _select_prefix(
     is_unit = units >= 0
     flat = (np.arange(batch)[:, None] * width + units)[is_unit]
     unit_len = np.bincount(flat, minlength=batch * width).reshape(batch, width)
-    unit_key = np.full((batch, width), _NO_KEY, dtype=np.int64)
+    unit_key = np.full((batch, width), NO_KEY, dtype=np.int64)
     start_rows, start_cols = np.nonzero(starts)
     unit_key[start_rows, units[start_rows, start_cols]] = keys[start_rows, start_cols]
-    unit_key[unit_len == 0] = _NO_KEY
+    unit_key[unit_len == 0] = NO_KEY
 
     order = np.argsort(unit_key, axis=1, kind="stable")  # (B, U) units by key
     sorted_len = np.take_along_axis(unit_len, order, axis=1)

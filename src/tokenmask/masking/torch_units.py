@@ -1,74 +1,18 @@
-"""The keys and unit maps of :mod:`.keys` and :mod:`.units`, on torch tensors where they are.
+""":mod:`.units` in torch: the same unit maps, on torch tensors where they are.
 
-Same numbers bit for bit, on the CPU or an accelerator: the 64-bit counter words are int64
-tensors read as two's complement (products and sums wrap modulo 2^64 as uint64 ones do; right
-shifts are made logical by masking), and every table (span bounds, n-gram cdf) is the numpy
-path's own. Nothing here copies to the host; only :func:`given_units`' input check syncs.
+Same numbers bit for bit, on the CPU or an accelerator: the length tables (span bounds, n-gram
+cdf) are the numpy path's own (:mod:`.lengths`), searched the same way. Nothing here copies to
+the host; only :func:`given_units`' input check syncs.
 """
 
 from __future__ import annotations
 
 import torch
 
-from tokenmask.masking.keys import _GAMMA, _MUL1, _MUL2, Stream, _mix_int
-from tokenmask.masking.units import NO_UNIT, geometric_bounds, ngram_cdf
-
-
-def _signed(word: int) -> int:
-    """A 64-bit word (a Python int in ``[0, 2^64)``) as the int64 with the same bits."""
-    return word - (1 << 64) if word >= 1 << 63 else word
-
-
-_GAMMA_S, _MUL1_S, _MUL2_S = _signed(_GAMMA), _signed(_MUL1), _signed(_MUL2)
-_LOW32 = (1 << 32) - 1
-
-
-def shift_right(words: torch.Tensor, bits: int) -> torch.Tensor:
-    """Logical right shift of int64 words read as uint64 (torch's ``>>`` copies the sign bit)."""
-    return (words >> bits) & ((1 << (64 - bits)) - 1)
-
-
-def mix64(words: torch.Tensor) -> torch.Tensor:
-    """:func:`tokenmask.masking.keys.mix64` on int64 tensors: the SplitMix64 finaliser."""
-    words = words ^ shift_right(words, 30)
-    words = words * _MUL1_S
-    words = words ^ shift_right(words, 27)
-    words = words * _MUL2_S
-    return words ^ shift_right(words, 31)
-
-
-def row_keys(example_ids: torch.Tensor, *, seed: int, epoch: int) -> torch.Tensor:
-    """:meth:`RowKeys.derive <tokenmask.masking.keys.RowKeys.derive>`: ``(B,)`` int64 keys."""
-    base = _signed(_mix_int(_mix_int(seed) + epoch * _GAMMA))
-    return mix64(example_ids.reshape(-1).to(torch.int64) * _GAMMA_S + base)
-
-
-def stream_bits(keys: torch.Tensor, stream: Stream, positions: torch.Tensor) -> torch.Tensor:
-    """:meth:`RowKeys.bits <tokenmask.masking.keys.RowKeys.bits>`: ``(B, N)`` int64 words for
-    ``(N,)`` shared or ``(B, N)`` per-row positions."""
-    stream_keys = keys ^ _signed(_mix_int(int(stream) * _GAMMA))
-    return mix64(stream_keys[:, None] + (positions + 1) * _GAMMA_S)
-
-
-def stream_bits_at(keys: torch.Tensor, stream: Stream, rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """:meth:`RowKeys.bits_at <tokenmask.masking.keys.RowKeys.bits_at>`: ``(N,)`` words at ``(row, position)`` pairs."""
-    stream_keys = keys ^ _signed(_mix_int(int(stream) * _GAMMA))
-    return mix64(stream_keys[rows] + (positions + 1) * _GAMMA_S)
-
-
-def low32(words: torch.Tensor) -> torch.Tensor:
-    """The low 32 bits of the words, as non-negative int64."""
-    return words & _LOW32
-
-
-def high32(words: torch.Tensor) -> torch.Tensor:
-    """The high 32 bits of the words, as non-negative int64."""
-    return shift_right(words, 32)
-
-
-def unit_float(words: torch.Tensor) -> torch.Tensor:
-    """Uniform float64 in ``[0, 1)`` from the top 53 bits, as :func:`tokenmask.masking.keys.unit_float`."""
-    return shift_right(words, 11).to(torch.float64) * (1.0 / (1 << 53))
+from tokenmask.masking.keys import Stream
+from tokenmask.masking.lengths import geometric_bounds, ngram_cdf
+from tokenmask.masking.torch_keys import stream_bits, unit_float
+from tokenmask.masking.units import NO_UNIT
 
 
 def _positions(like: torch.Tensor) -> torch.Tensor:
@@ -114,6 +58,18 @@ def first_positions(units: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
     return torch.where(starts, _positions(units), 0).cummax(dim=1).values
 
 
+def geometric_lengths(uniform: torch.Tensor, p: float, max_length: int) -> torch.Tensor:
+    """:func:`tokenmask.masking.units.geometric_lengths`: Geometric(p) lengths clipped to ``max_length``."""
+    bounds = torch.as_tensor(geometric_bounds(p, max_length), device=uniform.device)
+    return 1 + bounds.numel() - torch.searchsorted(bounds, 1.0 - uniform, right=False)
+
+
+def ngram_lengths(uniform: torch.Tensor, max_n: int) -> torch.Tensor:
+    """:func:`tokenmask.masking.units.ngram_lengths`: n in {1, …, max_n} with ``P(n) ∝ 1/n``."""
+    cdf = torch.as_tensor(ngram_cdf(max_n), device=uniform.device)
+    return torch.searchsorted(cdf, uniform, right=True) + 1
+
+
 def group_words(words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """:func:`tokenmask.masking.units.group_words`: consecutive words in groups of ``lengths``
     words, cut at non-unit tokens. ``lengths`` is ``(B, W)``, W at least the words of any row."""
@@ -135,24 +91,20 @@ def group_words(words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return torch.where(is_unit, group_of_word.gather(1, words.clamp(min=0)), NO_UNIT)
 
 
-def _length_uniforms(words: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """``(B, T)`` uniforms, one per word index (T bounds the words of a row: no host sync for
-    the true count; the numpy path draws the same words, fewer of them)."""
-    return unit_float(stream_bits(keys, Stream.UNIT_LENGTH, torch.arange(words.shape[1], device=words.device)))
-
-
 def span_units(words: torch.Tensor, keys: torch.Tensor, *, geometric_p: float = 0.2, max_words: int = 10) -> torch.Tensor:
     """:func:`tokenmask.masking.units.span_units`: SpanBERT spans of whole words."""
-    bounds = torch.as_tensor(geometric_bounds(geometric_p, max_words), device=words.device)
-    survival = 1.0 - _length_uniforms(words, keys)
-    lengths = 1 + bounds.numel() - torch.searchsorted(bounds, survival, right=False)
-    return group_words(words, lengths)
+    return group_words(words, geometric_lengths(_length_uniforms(words, keys), geometric_p, max_words))
 
 
 def ngram_units(words: torch.Tensor, keys: torch.Tensor, *, max_n: int = 3) -> torch.Tensor:
     """:func:`tokenmask.masking.units.ngram_units`: whole-word n-grams with ``P(n) ∝ 1/n``."""
-    cdf = torch.as_tensor(ngram_cdf(max_n), device=words.device)
-    return group_words(words, torch.searchsorted(cdf, _length_uniforms(words, keys), right=True) + 1)
+    return group_words(words, ngram_lengths(_length_uniforms(words, keys), max_n))
+
+
+def _length_uniforms(words: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """``(B, T)`` uniforms, one per word index (T bounds the words of a row: no host sync for
+    the true count; the numpy path draws the same words, fewer of them)."""
+    return unit_float(stream_bits(keys, Stream.UNIT_LENGTH, torch.arange(words.shape[1], device=words.device)))
 
 
 def given_units(spans: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:

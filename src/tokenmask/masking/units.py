@@ -15,6 +15,7 @@ import numpy as np
 
 from tokenmask.masking.config import UnitConfig
 from tokenmask.masking.keys import RowKeys, Stream, unit_float
+from tokenmask.masking.lengths import geometric_bounds, ngram_cdf
 
 if TYPE_CHECKING:
     import torch
@@ -119,40 +120,22 @@ def first_positions(units: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def geometric_lengths(uniform: np.ndarray, p: float, max_length: int) -> np.ndarray:
-    """Inverse-CDF draws of Geometric(p) on {1, 2, …}, clipped to ``max_length``.
+    """Inverse-CDF draws of Geometric(p) on {1, 2, …}, clipped to ``max_length`` (the span
+    lengths of :mod:`~tokenmask.masking.lengths`).
 
-    ``P(L = k) = p (1 - p)^(k - 1)`` for ``k < max_length``; the tail mass sits on ``max_length``.
     ``uniform`` holds draws in ``[0, 1)``. ``L = 1 + #{k < max_length : (1 - p)^k >= 1 - u}``,
     the same as ``1 + floor(log(1 - u) / log(1 - p))`` clipped, but by comparisons against one
-    table (:func:`geometric_bounds`), so that the torch path gets the same lengths bit for bit
-    (two libraries' ``log`` may differ in the last bit).
+    table (:func:`~tokenmask.masking.lengths.geometric_bounds`), so that the torch path gets the
+    same lengths bit for bit (two libraries' ``log`` may differ in the last bit).
     """
     bounds = geometric_bounds(p, max_length)
     survival = 1.0 - uniform  # in (0, 1]
     return (1 + bounds.size - np.searchsorted(bounds, survival, side="left")).astype(np.int64)
 
 
-def geometric_bounds(p: float, max_length: int) -> np.ndarray:
-    """``(1 - p)^k`` for ``k = max_length - 1, …, 1``: ascending float64, the table behind
-    :func:`geometric_lengths` (empty for ``p >= 1`` or ``max_length == 1``: every length is 1).
-
-    ``geometric_bounds(0.5, 3)  ->  [0.25, 0.5]``
-    """
-    if p >= 1.0:
-        return np.zeros(0)
-    return np.array([(1.0 - p) ** k for k in range(max_length - 1, 0, -1)], dtype=np.float64)
-
-
-def ngram_cdf(max_n: int) -> np.ndarray:
-    """The cumulative distribution of n in {1, …, max_n} with ``P(n) ∝ 1/n``, last entry 1.0."""
-    weights = 1.0 / np.arange(1, max_n + 1)
-    cdf = np.cumsum(weights) / weights.sum()
-    cdf[-1] = 1.0
-    return cdf
-
-
 def ngram_lengths(uniform: np.ndarray, max_n: int) -> np.ndarray:
-    """Draws of n in {1, …, max_n} with ``P(n) ∝ 1/n`` (max_n = 3: 6/11, 3/11, 2/11)."""
+    """Draws of n in {1, …, max_n} with ``P(n) ∝ 1/n`` (max_n = 3: 6/11, 3/11, 2/11), by the
+    table :func:`~tokenmask.masking.lengths.ngram_cdf`."""
     return np.searchsorted(ngram_cdf(max_n), uniform, side="right").astype(np.int64) + 1
 
 

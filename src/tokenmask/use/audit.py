@@ -19,6 +19,7 @@ from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.pad import Feature, PaddedBatch
 from tokenmask.masking import MaskedBatch, Outcome, UnitConfig, word_units
+from tokenmask.masking.lengths import unit_length_probabilities
 from tokenmask.masking.select import fill_probability, priority_units
 from tokenmask.masking.units import unit_starts
 from tokenmask.text.collocations import MAX_PMI_N
@@ -197,18 +198,14 @@ class MaskingAudit:
 def expected_unit_lengths(config: UnitConfig) -> tuple[str, dict[int, float]]:
     """The length distribution of selected units, and its unit (``words`` / ``tokens``).
 
-    Span: clipped geometric in words; n-gram: ``P(n) ∝ 1/n``; token: always 1 token (without
-    terms). Whole words, PMI n-grams (in words) and given spans have no configured distribution
-    (empty dict).
+    Span and n-gram: the distribution their lengths are drawn from, in words
+    (:func:`~tokenmask.masking.lengths.unit_length_probabilities`); token: always 1 token
+    (without terms). Whole words, PMI n-grams (in words) and given spans have no configured
+    distribution (empty dict).
     """
-    if config.strategy == "span":
-        p, top = config.span_geometric_p, config.span_max_words
-        dist = {k: p * (1 - p) ** (k - 1) for k in range(1, top)}
-        dist[top] = (1 - p) ** (top - 1)
-        return "words", dist
-    if config.strategy == "ngram":
-        weights = 1.0 / np.arange(1, config.ngram_max_n + 1)
-        return "words", {n + 1: float(w / weights.sum()) for n, w in enumerate(weights)}
+    drawn = unit_length_probabilities(config)
+    if drawn is not None:
+        return "words", {k: float(p) for k, p in enumerate(drawn, start=1)}
     if config.strategy == "token":
         return "tokens", ({} if config.mask_terms else {1: 1.0})  # a term of several tokens is one unit
     return ("words" if config.strategy in ("whole_word", "pmi") else "tokens"), {}
