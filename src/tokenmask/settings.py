@@ -24,8 +24,8 @@ import dataclasses
 import functools
 import types
 import typing
-from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, dataclass, field
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import MISSING, dataclass, field, replace
 from typing import Any, Literal, Union, get_args, get_origin
 
 
@@ -41,6 +41,12 @@ def setting(
     flag: str | None = None,
     positional: bool = False,
     choices: tuple[Any, ...] | None = None,
+    separator: str | None = None,
+    none: str = "none",
+    metavar: str | None = None,
+    exclude: tuple[str, ...] = (),
+    only: tuple[str, ...] | None = None,
+    reword: Mapping[str, str] | None = None,
 ) -> Any:
     """A dataclass field with its declaration: help text, bounds, and how the command line names it.
 
@@ -51,9 +57,21 @@ def setting(
         flag: the flag's name where it differs from the field's (``"selection"`` for ``mode``).
         positional: a positional argument of the command (corpora, data files).
         choices: the choices offered on the command line, where fewer than the type allows.
+        separator: a list's items in one command-line word, split at this (``--rates 0.15,0.3``);
+            None: one word per item (``--eval a.txt b.txt``).
+        none: how the command line and YAML spell a list item that is None (``all``, ``none``).
+        metavar: how ``--help`` names the value (``DATA``, ``KIND=RATES``); default the flag's name.
+        exclude: for a nested config, the keys of its settings that the outer config sets itself
+            (a study sets each cell's ``strategy``): they are no settings of the outer config.
+        only: for a nested config, the keys of the only settings of it that the outer config
+            offers (the others keep their defaults there).
+        reword: for a nested config, ``{key: help}`` where a setting means something more
+            specific in the outer config (a study's ``output`` is the study's folder).
     """
     metadata = {
         "help": help, "ge": ge, "gt": gt, "le": le, "lt": lt, "flag": flag, "positional": positional, "choices": choices,
+        "separator": separator, "none": none, "metavar": metavar, "exclude": exclude, "only": only,
+        "reword": dict(reword or {}),
     }  # fmt: skip
     if factory is not MISSING:
         return field(default_factory=factory, metadata=metadata)
@@ -68,10 +86,16 @@ class Leaf:
     """Field names from the top config down, e.g. ``("masking", "selection", "mode")``."""
     declared: dataclasses.Field
     kind: type
-    """The value's type without None: int, float, str, bool, or tuple for a list of strings."""
+    """The value's type without None: int, float, str, bool, or tuple for a list."""
     optional: bool
     choices: tuple[Any, ...] | None
     default: Any
+    item: type = str
+    """A list's item type without None (``tuple[float | None, ...]`` -> float)."""
+    item_optional: bool = False
+    """Whether a list's items may be None (spelled by the declaration's ``none`` word)."""
+    reworded: str | None = None
+    """The help this setting has in an outer config, where it means something more specific."""
 
     @property
     def key(self) -> str:
@@ -79,24 +103,49 @@ class Leaf:
         return (self.declared.metadata.get("flag") or self.path[-1]).replace("-", "_")
 
     @property
+    def required(self) -> bool:
+        """A setting without a default: the command line asks for it (``embed --output``)."""
+        return self.declared.default is MISSING and self.declared.default_factory is MISSING
+
+    @property
     def help(self) -> str:
-        return str(self.declared.metadata.get("help", ""))
+        return self.reworded or str(self.declared.metadata.get("help", ""))
 
 
-def leaves(config_type: type, defaults: Any = None, prefix: tuple[str, ...] = ()) -> Iterator[Leaf]:
+def leaves(
+    config_type: type,
+    defaults: Any = None,
+    prefix: tuple[str, ...] = (),
+    *,
+    keep: Callable[[str], bool] = lambda key: True,
+    reword: Mapping[str, str] | None = None,
+) -> Iterator[Leaf]:
     """Every setting of ``config_type``, nested configs flattened, with its default.
 
     ``defaults`` is an instance whose values are the defaults (a nested config's defaults come
-    from its field's default factory when not given).
+    from its field's default factory when not given). A nested config's field may declare
+    ``exclude`` or ``only`` (which of its settings are settings of the outer config: the outer
+    config sets the others itself, or leaves them at their defaults) and ``reword`` (the
+    meaning some of them take there, as help text).
     """
     hints = _hints(config_type)
     for f in dataclasses.fields(config_type):
         default = getattr(defaults, f.name) if defaults is not None else _field_default(f)
         if dataclasses.is_dataclass(hints[f.name]):
-            yield from leaves(hints[f.name], default, (*prefix, f.name))
+            inner = _offered(keep, f.metadata.get("exclude", ()), f.metadata.get("only"))
+            helps = {**f.metadata.get("reword", {}), **(reword or {})}  # the outer config's words win
+            yield from leaves(hints[f.name], default, (*prefix, f.name), keep=inner, reword=helps)
             continue
         kind, optional, choices = _describe(hints[f.name])
-        yield Leaf((*prefix, f.name), f, kind, optional, f.metadata.get("choices") or choices, default)
+        item, item_optional, _ = _describe(get_args(_without_none(hints[f.name]))[0]) if kind is tuple else (str, False, None)
+        leaf = Leaf((*prefix, f.name), f, kind, optional, f.metadata.get("choices") or choices, default, item, item_optional)
+        if keep(leaf.key):
+            yield replace(leaf, reworded=(reword or {}).get(leaf.key))
+
+
+def _offered(outer: Callable[[str], bool], excluded: Collection[str], only: Collection[str] | None) -> Callable[[str], bool]:
+    """Whether a nested config's setting is one of the outer config's: offered by every level above."""
+    return lambda key: outer(key) and key not in excluded and (only is None or key in only)
 
 
 def check(config: Any) -> None:
@@ -126,6 +175,14 @@ def flatten(config: Any) -> dict[str, Any]:
     for leaf in leaves(type(config), config):
         flat[leaf.key] = list(leaf.default) if isinstance(leaf.default, tuple) else leaf.default
     return flat
+
+
+def spelled(leaf: Leaf, value: Any) -> str:
+    """``value`` as the command line spells it: ``(0.15, 0.3) -> "0.15,0.3"``, ``(None, 100) -> "all,100"``."""
+    if isinstance(value, tuple):
+        words = [leaf.declared.metadata.get("none", "none") if v is None else spelled(leaf, v) for v in value]
+        return (leaf.declared.metadata.get("separator") or " ").join(words)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def build(config_type: type, values: Mapping[str, Any], defaults: Any = None) -> Any:
@@ -166,10 +223,10 @@ def convert(leaf: Leaf, value: Any) -> Any:
         if leaf.optional:
             return None
         raise ValueError(f"{leaf.key} needs a value")
+    if leaf.kind is tuple:
+        return _items(leaf, value)
     try:
-        if leaf.kind is tuple:
-            value = tuple(str(v) for v in ([value] if isinstance(value, str) else value))
-        elif leaf.kind is bool:
+        if leaf.kind is bool:
             if not isinstance(value, bool):
                 raise TypeError
         elif leaf.kind is int and isinstance(value, float) and not value.is_integer():
@@ -183,7 +240,37 @@ def convert(leaf: Leaf, value: Any) -> Any:
     return value
 
 
-_TYPE_WORDS = {int: "a whole number", float: "a number", str: "a text", bool: "true or false", tuple: "a list of texts"}
+_TYPE_WORDS = {int: "a whole number", float: "a number", str: "a text", bool: "true or false", tuple: "a list"}
+
+
+def _items(leaf: Leaf, value: Any) -> tuple[Any, ...]:
+    """A list setting's value as a tuple of its item type: ``"0.15, 0.3" -> (0.15, 0.3)`` for a
+    comma-separated list of floats; ``"all"`` -> None where items may be None."""
+    separator, none = leaf.declared.metadata.get("separator"), leaf.declared.metadata.get("none", "none")
+    if isinstance(value, str):
+        parts: list[Any] = [p.strip() for p in value.split(separator)] if separator else [value]
+        parts = [p for p in parts if p]
+    elif isinstance(value, list | tuple):
+        parts = list(value)
+    else:
+        parts = [value]
+    items: list[Any] = []
+    for part in parts:
+        if leaf.item_optional and (part is None or str(part).strip().lower() == none):
+            items.append(None)
+            continue
+        try:
+            if leaf.item is bool or isinstance(part, bool) or part is None:
+                raise TypeError
+            if leaf.item is int and isinstance(part, float) and not part.is_integer():
+                raise TypeError
+            items.append(leaf.item(part))
+        except (TypeError, ValueError):
+            words = {int: "whole numbers", float: "numbers"}.get(leaf.item, "texts")
+            allowed = ("comma-separated " if separator == "," else "") + words + (f" or '{none}'" if leaf.item_optional else "")
+            example = {int: ["100", "300"], float: ["0.1", "0.2"]}.get(leaf.item, ["a", "b"]) + [none] * leaf.item_optional
+            raise ValueError(f"{leaf.key}: expected {allowed}, e.g. {(separator or ' ').join(example)}; got {value!r}") from None
+    return tuple(items)
 
 
 def _assemble(config_type: type, defaults: Any, given: dict[tuple[str, ...], Any], prefix: tuple[str, ...]) -> Any:
@@ -220,6 +307,13 @@ def _hints(config_type: type) -> dict[str, Any]:
     return typing.get_type_hints(config_type)
 
 
+def _without_none(hint: Any) -> Any:
+    """``tuple[int, ...] | None -> tuple[int, ...]``."""
+    if get_origin(hint) in (Union, types.UnionType):
+        return next(a for a in get_args(hint) if a is not type(None))
+    return hint
+
+
 def _describe(hint: Any) -> tuple[type, bool, tuple[Any, ...] | None]:
     """``(kind, optional, choices)`` of a field's type: ``int | None -> (int, True, None)``."""
     optional = False
@@ -236,16 +330,23 @@ def _describe(hint: Any) -> tuple[type, bool, tuple[Any, ...] | None]:
 
 
 def _out_of_bounds(value: Any, metadata: Mapping[str, Any]) -> str:
-    """The broken bound in words (``"in (0, 1]"``, ``">= 1"``), or ``""`` when ``value`` is within."""
+    """The bounds in words (:func:`bounds`) when ``value`` breaks them, or ``""`` when it is within."""
     low = ("ge", metadata["ge"]) if metadata.get("ge") is not None else ("gt", metadata.get("gt"))
     high = ("le", metadata["le"]) if metadata.get("le") is not None else ("lt", metadata.get("lt"))
     inside = (low[1] is None or (value >= low[1] if low[0] == "ge" else value > low[1])) and (
         high[1] is None or (value <= high[1] if high[0] == "le" else value < high[1])
     )
-    if inside:
-        return ""
+    return "" if inside else bounds(metadata)
+
+
+def bounds(metadata: Mapping[str, Any]) -> str:
+    """A setting's declared bounds in words: ``"in (0, 1]"``, ``">= 1"``, ``"< 0.5"``; ``""`` for none."""
+    low = ("ge", metadata["ge"]) if metadata.get("ge") is not None else ("gt", metadata.get("gt"))
+    high = ("le", metadata["le"]) if metadata.get("le") is not None else ("lt", metadata.get("lt"))
     if low[1] is not None and high[1] is not None:
         return f"in {'[' if low[0] == 'ge' else '('}{low[1]:g}, {high[1]:g}{']' if high[0] == 'le' else ')'}"
     if low[1] is not None:
         return f"{'>=' if low[0] == 'ge' else '>'} {low[1]:g}"
-    return f"{'<=' if high[0] == 'le' else '<'} {high[1]:g}"
+    if high[1] is not None:
+        return f"{'<=' if high[0] == 'le' else '<'} {high[1]:g}"
+    return ""

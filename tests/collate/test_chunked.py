@@ -9,6 +9,7 @@ import torch
 
 from tokenmask.collate.chunked import ChunkBatches, StreamPosition, positioned_batches
 from tokenmask.collate.collator import MaskingCollator
+from tokenmask.collate.rate import RateSchedule
 from tokenmask.text.config import ReadingConfig
 from tokenmask.text.streaming import DocumentStream
 
@@ -18,12 +19,12 @@ def corpus(plays_file):
     return plays_file(750, per=5)
 
 
-def chunk_batches(corpus, tokenizer, *, start=None, rank=0, world=1):
+def chunk_batches(corpus, tokenizer, *, start=None, rank=0, world=1, rate=None, mlm_probability=0.15):
     """150 paragraphs in chunks of ~3,000 characters (9 chunks an epoch, 4-5 micro-batches of 3 blocks of 64 each)."""
     return ChunkBatches(
         DocumentStream((str(corpus),), ReadingConfig(), rank=rank, world=world), tokenizer,
-        MaskingCollator(tokenizer, seed=3), block_length=64, batch_size=3, seed=5, characters=3000,
-        validation_share=0.1, start=start or StreamPosition(),
+        MaskingCollator(tokenizer, seed=3, mlm_probability=mlm_probability), block_length=64, batch_size=3, seed=5,
+        characters=3000, validation_share=0.1, start=start or StreamPosition(), rate=rate,
     )  # fmt: skip
 
 
@@ -72,3 +73,29 @@ def test_ranks_train_on_different_blocks(corpus, bert_tokenizer):
             for row in batch["input_ids"]:
                 seen.setdefault(tuple(row.tolist()), set()).add(rank)
     assert all(len(ranks) == 1 for ranks in seen.values())
+
+
+# 4 micro-batches a step, the rate from 0.3 to 0.1 over 2 steps: micro-batches 0-3 at 0.3, 4-7 at 0.2, 8 on at 0.1
+RATE = RateSchedule(0.3, 0.1, horizon=2, grad_accum=4)
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_a_rate_schedule_masks_each_micro_batch_at_its_steps_rate_whatever_the_workers_and_the_start(corpus, bert_tokenizer):
+    scheduled = taken(positioned_batches(chunk_batches(corpus, bert_tokenizer, rate=RATE)), 12)
+    at = {
+        rate: taken(positioned_batches(chunk_batches(corpus, bert_tokenizer, mlm_probability=rate)), 12)
+        for rate in (0.3, 0.2, 0.1)
+    }
+    for number, (batch, position) in enumerate(
+        scheduled
+    ):  # the same blocks, masked at the step's rate (one chunk spans several steps)
+        expected, at_position = at[RATE.rate_of(number)][number]
+        assert position == at_position and same(batch, expected), number
+    pooled = taken(positioned_batches(chunk_batches(corpus, bert_tokenizer, rate=RATE), workers=2), 12)
+    assert all(same(a, b) and p == q for (a, p), (b, q) in zip(scheduled, pooled))
+    for cut in (2, 6):  # resumed after micro-batch `cut`: the run took cut + 1 micro-batches before
+        start = scheduled[cut][1]
+        resumed = taken(
+            positioned_batches(chunk_batches(corpus, bert_tokenizer, start=start, rate=RATE), first=cut + 1), 12 - cut - 1
+        )
+        assert all(same(a, b) and p == q for (a, p), (b, q) in zip(resumed, scheduled[cut + 1 :]))

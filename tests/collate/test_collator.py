@@ -386,13 +386,55 @@ def test_from_config_equals_the_keyword_constructor(bert_tokenizer, sample, keyw
         MaskingCollator.from_config(bert_tokenizer, masking, pad_to_multiple_of=0)
 
 
-def test_set_mlm_probability_changes_only_the_rate(bert_tokenizer, sample):
+def test_a_rate_given_to_collate_changes_only_the_rate_and_not_the_collator(bert_tokenizer, sample):
     features = encode_texts(sample[:16], bert_tokenizer)
     collator = MaskingCollator(bert_tokenizer, strategy="whole_word", mlm_probability=0.3, seed=1)
-    collator.set_mlm_probability(0.15)
-    assert collator.masking == MaskingConfig(units=UnitConfig(strategy="whole_word"))
-    fresh = MaskingCollator(bert_tokenizer, strategy="whole_word", seed=1)
-    assert torch.equal(collator(features)["labels"], fresh(features)["labels"])
+    fresh = MaskingCollator(bert_tokenizer, strategy="whole_word", seed=1)  # 0.15
+    for epoch in (0, 2):
+        at_rate = collator.collate(features, epoch=epoch, mlm_probability=0.15)
+        assert torch.equal(at_rate["labels"], fresh.collate(features, epoch=epoch)["labels"])
+        assert torch.equal(at_rate["input_ids"], fresh.collate(features, epoch=epoch)["input_ids"])
+    assert collator.masking == MaskingConfig(
+        units=UnitConfig(strategy="whole_word"), selection=SelectionConfig(mlm_probability=0.3)
+    )
+    assert not torch.equal(collator.collate(features, epoch=0)["labels"], at_rate["labels"])
+
+
+def test_the_keyword_constructor_gives_the_masks_of_commit_4ef3d17(bert_tokenizer, lines):
+    # the hashes were computed with commit 4ef3d17's code, whose constructor stated its defaults
+    # itself; the README's call, all defaults, and Hugging Face's positional arguments
+    import hashlib
+
+    features = encode_texts(lines[:32], bert_tokenizer)
+
+    def digest(batch):
+        hasher = hashlib.sha256()
+        for key in ("input_ids", "labels"):
+            hasher.update(batch[key].numpy().tobytes())
+        return hasher.hexdigest()[:12]
+
+    assert digest(MaskingCollator(bert_tokenizer, strategy="whole_word", mlm_probability=0.3, seed=6)(features)) == "30b47f65f68c"
+    assert digest(MaskingCollator(bert_tokenizer)(features)) == "70adfe6b7e80"
+    positional = MaskingCollator(bert_tokenizer, True, False, 0.2, 0.7, 0.2, 8, "pt", 3, strategy="span")
+    assert digest(positional(features)) == "bb60fa50fc6c"
+
+
+def test_the_keyword_defaults_are_the_masking_configs():
+    # one source: MaskingConfig's declarations; the README's call keeps its masks
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(MaskingCollator).parameters.items() if p.default is not p.empty}
+    declared = MaskingConfig()
+    assert (defaults["mlm_probability"], defaults["selection"], defaults["min_masks_per_sequence"]) == (
+        declared.selection.mlm_probability, declared.selection.mode, declared.selection.min_masks_per_sequence,
+    )  # fmt: skip
+    assert (defaults["strategy"], defaults["span_max_words"], defaults["corrupt_per_unit"]) == (
+        declared.units.strategy, declared.units.span_max_words, declared.corruption.per_unit,
+    )  # fmt: skip
+    assert MaskingCollator.__init__.__code__.co_varnames[1:10] == (
+        "tokenizer", "mlm", "whole_word_mask", "mlm_probability", "mask_replace_prob", "random_replace_prob",
+        "pad_to_multiple_of", "return_tensors", "seed",
+    )  # Hugging Face's positional order  # fmt: skip
 
 
 @pytest.mark.parametrize("strategy", ["token", "whole_word", "span"])

@@ -8,14 +8,16 @@ import torch
 
 from tokenmask import MaskingCollator
 from tokenmask.blocks.encode import encode_texts
+from tokenmask.collate.rate import RateSchedule
 from tokenmask.collate.stream import MicroBatches, Shard, epoch_order, micro_batches
 
 
 class IdCollator:
-    """Collates examples into their ids (and the epoch it was given), to count them."""
+    """Collates examples into their ids (and the epoch and rate it was given), to count them."""
 
-    def collate(self, examples, *, epoch):
-        return {"id": torch.tensor([e["id"] for e in examples]), "epoch": torch.tensor(epoch)}
+    def collate(self, examples, *, epoch, mlm_probability=None):
+        batch = {"id": torch.tensor([e["id"] for e in examples]), "epoch": torch.tensor(epoch)}
+        return batch if mlm_probability is None else {**batch, "rate": torch.tensor(mlm_probability, dtype=torch.float64)}
 
 
 EXAMPLES = [{"id": i} for i in range(103)]
@@ -34,9 +36,9 @@ def test_the_worked_example_of_the_docstring():
     batches = MicroBatches([{"id": i} for i in range(8)], IdCollator(), batch_size=2, seed=0, shard=Shard(1, 2))
     order = epoch_order(8, seed=0, epoch=0).tolist()
     assert list(islice(batches.indices(), 3)) == [
-        (0, order[2:4]),
-        (0, order[6:8]),
-        (1, epoch_order(8, seed=0, epoch=1)[2:4].tolist()),
+        (0, 0, order[2:4]),
+        (1, 0, order[6:8]),
+        (2, 1, epoch_order(8, seed=0, epoch=1)[2:4].tolist()),
     ]
 
 
@@ -60,7 +62,7 @@ def test_ranks_and_workers_together_see_each_example_once_per_epoch(world, worke
     assert sorted(seen) == sorted(order[: per_epoch * 4 * world])
     # global batch i is rank 0's i-th micro-batch, then rank 1's, …: the order one process would see
     single_batch = MicroBatches(EXAMPLES, IdCollator(), batch_size=4 * world, seed=7)
-    for index, (_, chosen) in zip(range(per_epoch), single_batch.indices()):
+    for index, (_, _, chosen) in zip(range(per_epoch), single_batch.indices()):
         assert [i for batches in ranks for i in batches[index]["id"].tolist()] == chosen
 
 
@@ -88,10 +90,31 @@ def test_the_stream_gives_the_collator_the_epoch_and_leaves_it_unchanged(bert_to
     stream = MicroBatches(examples, collator, batch_size=4, seed=3, dupe_factor=2)
     batches = list(islice(iter(stream), 12))  # four epochs
     assert collator.epoch == 0  # never set by the stream
-    for batch, (epoch, chosen) in zip(batches, stream.indices()):
+    for batch, (_, epoch, chosen) in zip(batches, stream.indices()):
         expected = collator.collate([examples[i] for i in chosen], epoch=epoch % 2)
         assert torch.equal(batch["labels"], expected["labels"]) and torch.equal(batch["input_ids"], expected["input_ids"])
-    epoch, chosen = next(islice(stream.indices(), 3, None))  # the first batch of epoch 1: new masks
+    _, epoch, chosen = next(islice(stream.indices(), 3, None))  # the first batch of epoch 1: new masks
     assert epoch == 1 and not torch.equal(
         batches[3]["labels"], collator.collate([examples[i] for i in chosen], epoch=0)["labels"]
     )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_each_micro_batch_gets_the_rate_of_its_step_in_the_run(workers):
+    # 0.3 -> 0.1 over 4 steps of 2 micro-batches; skip 3: micro-batches 3, 4, 5, ... are steps 1, 2, 2, 3, 3, 4, 4
+    rate = RateSchedule(0.3, 0.1, horizon=4, grad_accum=2)
+    batches = MicroBatches(EXAMPLES, IdCollator(), batch_size=4, seed=7, skip=3, rate=rate)
+    rates = [float(b["rate"]) for b in take(micro_batches(batches, workers=workers), 7)]
+    assert rates == [rate.at(step) for step in (1, 2, 2, 3, 3, 4, 4)]
+    assert rates == pytest.approx([0.25, 0.2, 0.2, 0.15, 0.15, 0.1, 0.1])
+    assert [float(b["rate"]) for b in take(stream(Shard())[1], 1) if "rate" in b] == []  # no schedule: no rate given
+
+
+def test_the_rate_schedule_of_the_docstring():
+    assert RateSchedule(0.3, 0.1, horizon=8).at(2) == pytest.approx(0.25)
+    assert RateSchedule(0.3, 0.1, horizon=8, grad_accum=2).rate_of(4) == RateSchedule(0.3, 0.1, horizon=8).at(2)
+    assert RateSchedule(0.3, 0.1).at(50) == 0.3  # the horizon not fitted yet: the start rate
+    assert RateSchedule(0.3, 0.1, horizon=8).at(20) == pytest.approx(0.1)  # past the horizon: the end rate
+    with pytest.raises(ValueError, match="grad_accum must be >= 1"):
+        RateSchedule(0.3, 0.1, grad_accum=0)

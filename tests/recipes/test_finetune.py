@@ -13,12 +13,12 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 import tokenmask.recipes.finetune as recipe
 from tokenmask.cli.main import main
 from tokenmask.collate.augment import MaskingAugmenter
-from tokenmask.recipes.classifier import evaluate_classifier
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.recipes.finetune import finetune, loop_settings
 from tokenmask.recipes.finetune_data import load_finetune_data
 from tokenmask.settings import build
 from tokenmask.text.tokenizer import load_tokenizer
+from tokenmask.use.classifier_scores import evaluate_classifier
 
 REAL_LOSS, REAL_EVALUATE = recipe.classifier_loss_sum, recipe.evaluate_classifier
 
@@ -252,7 +252,7 @@ def test_a_resumed_tracker_decides_as_the_uninterrupted_one():
     assert replayed.best == {"loss": 1.2, "accuracy": 0.5, "macro_f1": 0.6}
     early = recipe._Tracker(config)
     early.replay(records, upto=5)  # resumed at step 5: only the evaluations up to it count
-    assert early.rate == 0.2 and early.previous_evaluation == 4 and early.next_step == 5
+    assert early.rate == 0.2 and early.previous_evaluation == 4
 
 
 @pytest.mark.parametrize(
@@ -324,7 +324,8 @@ def test_eval_mode_augmenter_pads_only(bert_tokenizer):
 
 def test_the_fine_tuning_api_is_exported():
     import tokenmask
-    from tokenmask.recipes import compare, config, finetune, watch
+    from tokenmask.experiments import compare
+    from tokenmask.recipes import config, finetune, watch
 
     for module, name in [
         (config, "FinetuneConfig"),

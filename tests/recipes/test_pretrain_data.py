@@ -67,9 +67,10 @@ def test_evaluation_blocks_with_nothing_to_mask_are_refused():
 
 @pytest.mark.parametrize(
     "given, device, rate_end, expected",
-    [(None, "cuda", None, 2), (None, "cpu", None, 0), (None, "cuda", 0.15, 0), (3, "cpu", None, 3), (0, "cuda", None, 0)],
+    [(None, "cuda", None, 2), (None, "cpu", None, 0), (None, "cuda", 0.15, 2), (3, "cpu", 0.15, 3), (0, "cuda", None, 0)],
 )
 def test_workers_default_to_two_on_a_gpu_and_none_on_a_cpu(given, device, rate_end, expected):
+    # a masking-rate schedule reaches the workers (each micro-batch's rate is an argument): no exception for it
     config = PretrainConfig(loop=LoopConfig(output="o"), num_workers=given, mlm_probability_end=rate_end)
     assert loader_workers(config, torch.device(device)) == expected
 
@@ -99,8 +100,11 @@ def step_losses(output):
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 def test_a_streaming_run_resumed_after_a_crash_ends_bit_identical(plays, tmp_path, crash_after):
-    whole = pretrain(streamed(plays, tmp_path / "whole"))
-    cut = streamed(plays, tmp_path / "cut", num_workers=2)  # workers change nothing
+    # a masking-rate schedule over a token limit (at most 192 tokens a step: 10 steps or more), whose
+    # horizon is fitted after step 1: the workers and the resumed run mask each step at its rate too
+    schedule = dict(max_steps=None, max_tokens=1900, mlm_probability=0.3, mlm_probability_end=0.1)
+    whole = pretrain(streamed(plays, tmp_path / "whole", **schedule))
+    cut = streamed(plays, tmp_path / "cut", num_workers=2, **schedule)  # workers change nothing
     with pytest.raises(crash_after.Crash):
         pretrain(cut, crash_after(7))  # dies after step 7; the newest checkpoint is step 4
     (position,) = load_state(tmp_path / "cut" / "checkpoints" / "step-4")["data"]

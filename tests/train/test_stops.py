@@ -17,7 +17,8 @@ from transformers import BertConfig, BertForMaskedLM
 from tokenmask.train.checkpoint import newest_valid_checkpoint
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.interrupt import Interrupted
-from tokenmask.train.loop import Job, NonFiniteSteps, train
+from tokenmask.train.job import Job, NonFiniteSteps
+from tokenmask.train.loop import train
 from tokenmask.train.step import mlm_loss_sum
 
 
@@ -48,15 +49,16 @@ def nan_job(bad_steps, checkpoint=None, before_step=lambda step, horizon: {}):
         value = mlm_loss_sum(model, batch)
         return value * float("nan") if calls["n"] in bad_steps else value
 
-    def batches(skip):
+    def batches(skip, horizon):
         step = skip
         while True:
             yield make_batch(step)
             step += 1
 
     return Job(
-        model=model, tokenizer=Tokenizer(), batches=batches, evaluate=lambda m: {"loss": 0.0}, loss=loss, before_step=before_step
-    )
+        model=model, tokenizer=Tokenizer(), batches=batches, evaluate=lambda model, step, horizon: {"loss": 0.0}, loss=loss,
+        before_step=before_step,
+    )  # fmt: skip
 
 
 def settings(tmp_path, **overrides):

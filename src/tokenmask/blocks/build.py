@@ -39,7 +39,7 @@ from tokenmask.blocks.progress import EncodingProgress
 from tokenmask.blocks.shard import SIDES, ChunkCounts, ChunkJob, document_chunks, is_validation, shard_path
 from tokenmask.blocks.workers import default_num_proc, packed_chunks
 from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
-from tokenmask.text.corpus import DocumentBoundary, expand_paths, fingerprint_sources, read_documents
+from tokenmask.text.corpus import DEFAULT_BOUNDARY, DocumentBoundary, expand_paths, fingerprint_sources, read_documents
 
 
 def build_blocks(
@@ -108,7 +108,7 @@ def corpus_blocks(
     *,
     block_length: int,
     validation_share: float,
-    boundary: DocumentBoundary = "paragraph",
+    boundary: DocumentBoundary = DEFAULT_BOUNDARY,
     text_field: str = "text",
     split: str | None = None,
     strict: bool = False,
@@ -130,10 +130,15 @@ def corpus_blocks(
 
     Args:
         paths: files, folders and globs (:func:`tokenmask.text.corpus.expand_paths`).
-        boundary / text_field / split / strict / max_line_bytes: how documents are read
-            (:func:`tokenmask.text.corpus.read_documents`); ``boundary`` defaults to
-            ``"paragraph"`` (a document per paragraph of text files).
-        Others: as in :func:`build_blocks`.
+        boundary: where a document of a text file ends (``"paragraph"``: at a blank line),
+            as :func:`tokenmask.text.corpus.read_documents` reads; so do ``text_field``,
+            ``split``, ``strict`` and ``max_line_bytes``.
+        text_field: the text field of JSON records, column of CSV/Parquet files and datasets.
+        split: for a ``DatasetDict`` folder, the split to read.
+        strict: refuse bytes that are not UTF-8 instead of replacing them.
+        max_line_bytes: longest line of a text or JSON Lines file.
+        tokenizer: encodes the documents; block_length, validation_share, batch_size,
+            use_cache, cache_dir, num_proc and phrases are those of :func:`build_blocks`.
 
     Raises:
         FileNotFoundError: a path matches nothing.

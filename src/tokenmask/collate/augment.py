@@ -37,7 +37,8 @@ class MaskingAugmenter:
     Args:
         tokenizer: tokenizer with a mask token.
         rate: share of eligible tokens masked, in [0, 1]; 0 turns augmentation off.
-        mask_replace_prob / random_replace_prob: default 1.0 / 0.0 ([MASK] only).
+        mask_replace_prob: share of masked tokens replaced by the mask token (default 1.0: [MASK] only).
+        random_replace_prob: share replaced by a random replaceable token (default 0.0).
         strategy: 'token' or 'whole_word' (needs ``word_ids`` in the examples or a fast tokenizer).
         min_masks_per_sequence: default 0: short examples may stay intact.
         seed: run seed.

@@ -8,6 +8,11 @@ out in turn, so the micro-batches are the same whatever the number of workers. U
 the stream's, shuffled within a chunk; what a rank trains on depends on the seed and the world
 size. :func:`positioned_batches` yields each micro-batch with the :class:`StreamPosition` after
 it: what a checkpoint saves, and where a resumed run starts, exactly.
+
+A masking-rate schedule masks each micro-batch at its optimizer step's rate. A worker cannot
+tell the step of its chunk's micro-batches (that needs the sizes of all chunks before it,
+which other workers pack), so with a schedule the workers pack and shuffle, and
+:func:`positioned_batches`, which counts the micro-batches, collates them in the training process.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from tokenmask.blocks.streamed import chunk_blocks, stream_chunks
+from tokenmask.collate.rate import RateSchedule
 from tokenmask.collate.stream import EpochCollator, micro_batches
 
 if TYPE_CHECKING:
@@ -49,8 +55,9 @@ class StreamPosition:
 
 class ChunkBatches(IterableDataset):
     """A rank's chunks forever, from ``start``: each as ``{"epoch", "chunk", "first_document",
-    "batches"}``, its blocks shuffled (by seed, epoch and chunk) and collated ``batch_size`` at a
-    time (the last micro-batch of a chunk may be smaller).
+    "masks_of", "batches"}``, its blocks shuffled (by seed, epoch and chunk) and taken
+    ``batch_size`` at a time (the last micro-batch of a chunk may be smaller): collated, or,
+    with a ``rate`` schedule, lists of blocks that :func:`positioned_batches` collates.
 
     Args:
         stream: the rank's documents (:class:`~tokenmask.text.streaming.DocumentStream`).
@@ -63,6 +70,8 @@ class ChunkBatches(IterableDataset):
         validation_share: documents held out by hash, or None.
         dupe_factor: static masking, as in :class:`~tokenmask.collate.stream.MicroBatches`.
         start: the position to continue from; its chunk is packed again whole.
+        rate: a masking-rate schedule (:class:`~tokenmask.collate.rate.RateSchedule`); None:
+            the collator's own rate.
     """
 
     def __init__(
@@ -79,8 +88,9 @@ class ChunkBatches(IterableDataset):
         dupe_factor: int | None = None,
         start: StreamPosition = StreamPosition(),
         phrases: Phrases | None = None,
+        rate: RateSchedule | None = None,
     ) -> None:
-        self.stream, self.tokenizer, self.collator, self.phrases = stream, tokenizer, collator, phrases
+        self.stream, self.tokenizer, self.collator, self.phrases, self.rate = stream, tokenizer, collator, phrases, rate
         self.block_length, self.batch_size, self.seed = block_length, batch_size, seed
         self.characters, self.validation_share, self.dupe_factor, self.start = characters, validation_share, dupe_factor, start
 
@@ -98,11 +108,14 @@ class ChunkBatches(IterableDataset):
             blocks = chunk_blocks(chunk, self.tokenizer, block_length=self.block_length, uid=uid, phrases=self.phrases)
             order = torch.randperm(len(blocks), generator=torch.Generator().manual_seed(_order_seed(self.seed, chunk.epoch, uid)))
             masks_of = chunk.epoch % self.dupe_factor if self.dupe_factor else chunk.epoch  # static / dynamic masking
-            batches = [
-                self.collator.collate([blocks[i] for i in order[at : at + self.batch_size].tolist()], epoch=masks_of)
-                for at in range(0, len(blocks), self.batch_size)
+            groups = [
+                [blocks[i] for i in order[at : at + self.batch_size].tolist()] for at in range(0, len(blocks), self.batch_size)
             ]
-            yield {"epoch": chunk.epoch, "chunk": chunk.index, "first_document": chunk.first_document, "batches": batches}
+            batches = groups if self.rate is not None else [self.collator.collate(group, epoch=masks_of) for group in groups]
+            yield {
+                "epoch": chunk.epoch, "chunk": chunk.index, "first_document": chunk.first_document, "masks_of": masks_of,
+                "batches": batches,
+            }  # fmt: skip
 
 
 def _order_seed(seed: int, epoch: int, uid: int) -> int:
@@ -110,17 +123,24 @@ def _order_seed(seed: int, epoch: int, uid: int) -> int:
 
 
 def positioned_batches(
-    chunks: ChunkBatches, *, workers: int = 0, pin_memory: bool = False
+    chunks: ChunkBatches, *, first: int = 0, workers: int = 0, pin_memory: bool = False
 ) -> Iterator[tuple[dict[str, Any], StreamPosition]]:
     """Each micro-batch of ``chunks`` from its start position on, with the position after it.
 
     Chunks come from this process (``workers=0``) or from DataLoader workers (see
     :func:`~tokenmask.collate.stream.micro_batches`); the micro-batches of the start position's
-    chunk that it counts as done are passed over.
+    chunk that it counts as done are passed over. With a ``chunks.rate`` schedule each
+    micro-batch is collated here, at the rate of its number in the run: ``first`` for the first
+    one yielded (the micro-batches the run took before the start position), then one more each.
     """
-    skip = chunks.start.batch
+    skip, number_in_run = chunks.start.batch, first
     for item in micro_batches(chunks, workers=workers, pin_memory=pin_memory, prefetch=2):
         for number in range(skip, len(item["batches"])):
+            batch = item["batches"][number]
+            if chunks.rate is not None:
+                rate = chunks.rate.rate_of(number_in_run)
+                batch = chunks.collator.collate(batch, epoch=int(item["masks_of"]), mlm_probability=rate)
             position = StreamPosition(int(item["epoch"]), int(item["chunk"]), int(item["first_document"]), number + 1)
-            yield item["batches"][number], position
+            yield batch, position
+            number_in_run += 1
         skip = 0

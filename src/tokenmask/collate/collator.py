@@ -26,6 +26,9 @@ from tokenmask.masking.config import (
 )
 from tokenmask.text.token_tables import tables_from_tokenizer
 
+_DEFAULTS = MaskingConfig()
+"""Where the keyword arguments' defaults come from: the masking settings' own declarations."""
+
 
 class MaskingCollator:
     """Pads a list of examples and masks them for MLM; deterministic per example.
@@ -48,7 +51,9 @@ class MaskingCollator:
     it, and set ``remove_unused_columns=False`` so that ``id`` and ``word_ids`` reach the collator.
 
     The keyword arguments below build the :class:`~tokenmask.masking.MaskingConfig` kept as
-    ``collator.masking``; :meth:`from_config` takes one directly.
+    ``collator.masking``, and their defaults are its own (15% Bernoulli token selection, 80/10/10
+    decided per token, at least one target per sequence); :meth:`from_config` takes one directly.
+    A masking rate that changes over a run (a schedule) is an argument of :meth:`collate`.
 
     Args:
         tokenizer: a Hugging Face tokenizer with a mask token (fast tokenizer needed for
@@ -78,10 +83,10 @@ class MaskingCollator:
             torch masks it in place of numpy, with the same masks; the tensors returned are
             on it. For the main process (``num_workers=0``): DataLoader workers should not
             touch CUDA. None = numpy on the host.
-        mlm, whole_word_mask, return_tensors: Hugging Face's arguments, so that the collator
-            drops in (the arguments up to ``seed`` may be positional, in Hugging Face's order):
-            ``mlm`` must be True; ``whole_word_mask=True`` means ``strategy="whole_word"``;
-            ``return_tensors`` is "pt" or "np" (numpy arrays).
+        mlm: Hugging Face's argument, so that the collator drops in (the arguments up to
+            ``seed`` may be positional, in Hugging Face's order): must be True.
+        whole_word_mask: Hugging Face's; True means ``strategy="whole_word"``.
+        return_tensors: Hugging Face's; "pt" or "np" (numpy arrays).
 
     Raises:
         ValueError: any setting out of range, or a tokenizer without a mask token.
@@ -98,21 +103,21 @@ class MaskingCollator:
         tokenizer: PreTrainedTokenizerBase,
         mlm: bool = True,
         whole_word_mask: bool = False,
-        mlm_probability: float = 0.15,
-        mask_replace_prob: float = 0.8,
-        random_replace_prob: float = 0.1,
+        mlm_probability: float = _DEFAULTS.selection.mlm_probability,
+        mask_replace_prob: float = _DEFAULTS.corruption.mask_replace_prob,
+        random_replace_prob: float = _DEFAULTS.corruption.random_replace_prob,
         pad_to_multiple_of: int | None = None,
         return_tensors: str = "pt",
         seed: int = 0,
         *,
-        strategy: Strategy = "token",
-        selection: SelectionMode = "bernoulli",
-        min_masks_per_sequence: int = 1,
-        max_predictions: int | None = None,
-        corrupt_per_unit: bool = False,
-        span_geometric_p: float = 0.2,
-        span_max_words: int = 10,
-        ngram_max_n: int = 3,
+        strategy: Strategy = _DEFAULTS.units.strategy,
+        selection: SelectionMode = _DEFAULTS.selection.mode,
+        min_masks_per_sequence: int = _DEFAULTS.selection.min_masks_per_sequence,
+        max_predictions: int | None = _DEFAULTS.selection.max_predictions,
+        corrupt_per_unit: bool = _DEFAULTS.corruption.per_unit,
+        span_geometric_p: float = _DEFAULTS.units.span_geometric_p,
+        span_max_words: int = _DEFAULTS.units.span_max_words,
+        ngram_max_n: int = _DEFAULTS.units.ngram_max_n,
         protected_ids: Iterable[int] = (),
         replace_counts: np.ndarray | None = None,
         device: str | torch.device | None = None,
@@ -193,13 +198,6 @@ class MaskingCollator:
         """Use the masks of ``epoch`` in :meth:`__call__` from now on (dynamic masking)."""
         self.epoch = checked_epoch(epoch)
 
-    def set_mlm_probability(self, mlm_probability: float) -> None:
-        """Select this share of tokens from now on (a masking-rate schedule, e.g. 0.3 -> 0.15).
-
-        Masks stay a pure function of (seed, epoch, example id, tokens) and the rate.
-        """
-        self.masking = self.masking.at_rate(float(mlm_probability))
-
     def __call__(self, features: Sequence[Feature | Sequence[int]], return_tensors: str | None = None) -> BatchEncoding:
         """:meth:`collate` with the epoch of the last :meth:`set_epoch` (0 before any), as
         Hugging Face's collators answer: a ``BatchEncoding`` of tensors (``return_tensors``
@@ -212,14 +210,18 @@ class MaskingCollator:
             batch = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         return BatchEncoding(batch)
 
-    def collate(self, features: Sequence[Feature], *, epoch: int) -> dict[str, Any]:
+    def collate(self, features: Sequence[Feature], *, epoch: int, mlm_probability: float | None = None) -> dict[str, Any]:
         """The batch of ``features`` with the masks of ``epoch``; the collator is not changed.
+
+        ``mlm_probability`` selects that share of tokens in place of ``masking``'s (a
+        masking-rate schedule gives each step's, :class:`~tokenmask.collate.rate.RateSchedule`);
+        masks are a pure function of (seed, epoch, example id, tokens) and the rate.
 
         Returns:
             ``input_ids``, ``attention_mask`` and ``labels`` ``(B, T)`` tensors, and the
             examples' other keys (see :func:`tokenmask.collate.pad.collate_extras`).
         """
-        batch, masked = self.mask(features, epoch=epoch)
+        batch, masked = self.mask(features, epoch=epoch, mlm_probability=mlm_probability)
         out = {
             **batch.extras,
             "input_ids": masked.input_ids,
@@ -228,21 +230,24 @@ class MaskingCollator:
         }
         return on_tokenizer_side(out, batch.lengths, self.tokenizer)
 
-    def mask(self, features: Sequence[Feature], *, epoch: int | None = None) -> tuple[PaddedBatch, MaskedBatch]:
+    def mask(
+        self, features: Sequence[Feature], *, epoch: int | None = None, mlm_probability: float | None = None
+    ) -> tuple[PaddedBatch, MaskedBatch]:
         """Pad and mask; returns the padded batch and the :class:`MaskedBatch` (right-padded).
 
         Useful to inspect outcomes (mask / random / keep) and units next to the originals.
-        ``epoch`` defaults to the collator's (:meth:`set_epoch`).
+        ``epoch`` defaults to the collator's (:meth:`set_epoch`), ``mlm_probability`` to its masking's.
         """
         if any("labels" in f for f in features):
             raise ValueError(
                 "examples already carry 'labels': MaskingCollator writes MLM labels and would "
                 "overwrite them; drop the column, or use MaskingAugmenter to keep task labels"
             )
+        masking = self.masking if mlm_probability is None else self.masking.at_rate(float(mlm_probability))
         batch, masked = mask_examples(
             features,
             self.tokenizer,
-            self.masking,
+            masking,
             vocab=self.vocab,
             seed=self.seed,
             epoch=self.epoch if epoch is None else epoch,
@@ -250,10 +255,10 @@ class MaskingCollator:
             consumed=CONSUMED_KEYS | {"given_spans"},
             device=self.device,
         )
-        if self.masking.selection.min_masks_per_sequence > 0 and masked.target_index.numel() == 0:
+        if masking.selection.min_masks_per_sequence > 0 and masked.target_index.numel() == 0:
             raise ValueError(
                 "no maskable token in the batch: every row holds only special tokens, padding "
-                "or protected ids" + (" (or no given span)" if self.masking.units.strategy == "given" else "")
+                "or protected ids" + (" (or no given span)" if masking.units.strategy == "given" else "")
             )
         return batch, masked
 

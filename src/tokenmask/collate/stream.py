@@ -4,9 +4,10 @@ The examples (usually memory-mapped blocks, :mod:`tokenmask.blocks.store`) are r
 each epoch has a seeded order, cut into *global* batches of ``batch_size * world`` examples;
 rank ``r`` takes the ``r``-th slice of each, and within a rank DataLoader worker ``w`` of
 ``n`` collates every ``n``-th micro-batch. The DataLoader hands a rank its workers' batches
-in turn, so what a rank trains on, and the masks (a pure function of seed, epoch and example
-id), depend neither on the number of workers nor, taken together, on the number of ranks.
-Memory is the examples' mapping plus a few batches in flight, whatever the corpus size.
+in turn, so what a rank trains on, and the masks (a pure function of seed, epoch, example id
+and the rate of a micro-batch's step), depend neither on the number of workers nor, taken
+together, on the number of ranks. Memory is the examples' mapping plus a few batches in
+flight, whatever the corpus size.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from tokenmask.collate.pad import Feature
+from tokenmask.collate.rate import RateSchedule
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,12 @@ class Shard:
 
 
 class EpochCollator(Protocol):
-    """Turns examples into a batch with the masks of an epoch given as an argument (e.g.
-    :class:`~tokenmask.collate.collator.MaskingCollator`): no state changes between epochs, so
-    a collator copied into DataLoader workers masks exactly as the original."""
+    """Turns examples into a batch with the masks of an epoch, and optionally a masking rate,
+    given as arguments (e.g. :class:`~tokenmask.collate.collator.MaskingCollator`; rate None:
+    the collator's own): no state changes over a run, so a collator copied into DataLoader
+    workers masks exactly as the original."""
 
-    def collate(self, features: Sequence[Feature], *, epoch: int) -> dict[str, Any]: ...
+    def collate(self, features: Sequence[Feature], *, epoch: int, mlm_probability: float | None = None) -> dict[str, Any]: ...
 
 
 def epoch_order(count: int, *, seed: int, epoch: int) -> torch.Tensor:
@@ -78,6 +81,8 @@ class MicroBatches(IterableDataset):
             gives it the epoch.
         skip: micro-batches passed over without collating (resuming).
         shard: this process's rank and the world size.
+        rate: a masking-rate schedule: micro-batch ``k`` of the run (``skip`` included) is
+            masked at ``rate.rate_of(k)``; None: at the collator's own rate.
 
     Raises:
         ValueError: fewer examples than one global batch.
@@ -93,6 +98,7 @@ class MicroBatches(IterableDataset):
         dupe_factor: int | None = None,
         skip: int = 0,
         shard: Shard = Shard(),
+        rate: RateSchedule | None = None,
     ) -> None:
         self.per_epoch = len(examples) // (batch_size * shard.world)
         if self.per_epoch == 0:
@@ -102,27 +108,29 @@ class MicroBatches(IterableDataset):
             )
         self.examples, self.collator = examples, collator
         self.batch_size, self.seed, self.dupe_factor = batch_size, seed, dupe_factor
-        self.skip, self.shard = skip, shard
+        self.skip, self.shard, self.rate = skip, shard, rate
 
-    def indices(self, worker: int = 0, workers: int = 1) -> Iterator[tuple[int, list[int]]]:
-        """``(epoch, example indices)`` of this rank's micro-batches: every ``workers``-th, from ``worker``."""
+    def indices(self, worker: int = 0, workers: int = 1) -> Iterator[tuple[int, int, list[int]]]:
+        """``(number, epoch, example indices)`` of this rank's micro-batches: every ``workers``-th,
+        from ``worker``; ``number`` counts the run's micro-batches from 0, the skipped ones included."""
         epoch, offset = divmod(self.skip, self.per_epoch)
-        number = 0  # micro-batches of this rank since ``skip``
+        number = self.skip
         while True:
             order = epoch_order(len(self.examples), seed=self.seed, epoch=epoch)
             for index in range(offset, self.per_epoch):
-                if number % workers == worker:
+                if (number - self.skip) % workers == worker:
                     start = (index * self.shard.world + self.shard.rank) * self.batch_size
-                    yield epoch, order[start : start + self.batch_size].tolist()
+                    yield number, epoch, order[start : start + self.batch_size].tolist()
                 number += 1
             epoch, offset = epoch + 1, 0
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        for epoch, chosen in self.indices(worker, workers):
+        for number, epoch, chosen in self.indices(worker, workers):
             masks_of = epoch % self.dupe_factor if self.dupe_factor else epoch  # static / dynamic masking
-            yield self.collator.collate(fetch(self.examples, chosen), epoch=masks_of)
+            rate = None if self.rate is None else self.rate.rate_of(number)
+            yield self.collator.collate(fetch(self.examples, chosen), epoch=masks_of, mlm_probability=rate)
 
 
 def fetch(examples: Sequence[Feature], indices: list[int]) -> list[Feature]:
@@ -140,8 +148,9 @@ def micro_batches(
     (into page-locked memory with ``pin_memory``, for non-blocking copies to a GPU).
 
     With workers, the DataLoader takes one batch from each worker in turn, so the sequence is
-    the same as without; the collator is copied into each worker, so changing it afterwards
-    (e.g. its masking rate) does not reach them.
+    the same as without; the stream (and its collator) is copied into each worker, so what
+    changes over a run must be in the stream when it is made (a :class:`RateSchedule` for a
+    horizon): a change made afterwards does not reach them.
     """
     if workers == 0:
         return iter(stream)

@@ -97,7 +97,8 @@ def read_labelled_texts(
 
     Args:
         paths: files, folders and globs (see :func:`tokenmask.text.corpus.expand_paths`).
-        text_column / label_column: where the text and the label are.
+        text_column: the column (or field) of the text.
+        label_column: the column of the label.
         group_by: a column whose value (as a string) is each example's ``group``.
         split: for a ``DatasetDict`` folder, the split to read; None reads all of them.
         stats: where lines or records with bytes that are not UTF-8 (replaced) are counted.
@@ -140,7 +141,8 @@ def read_tagged_sentences(
 
     Args:
         paths: files, folders and globs; folders are walked for the file types above.
-        tokens_column / tags_column: the record fields of words and tags.
+        tokens_column: the record field of the words.
+        tags_column: the record field of the tags.
         group_by: a record field naming each sentence's ``group`` (not for CoNLL files).
         split: for a ``DatasetDict`` folder, the split to read.
         stats: where lines or records with bytes that are not UTF-8 (replaced) are counted.

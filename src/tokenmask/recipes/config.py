@@ -92,9 +92,6 @@ class PretrainConfig:
         if self.preset not in PRESETS:  # Python callers are not held to the command line's choices
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         _check_streamable(self)
-        if self.num_workers and self.mlm_probability_end is not None:
-            raise ValueError("mlm_probability_end changes the masking rate as the run goes, which worker processes "
-                             "do not see: use num_workers 0 with it")  # fmt: skip
         object.__setattr__(self, "loop", self.loop.with_default_limit())  # frozen: the one resolved default
 
     def with_loop(self, **changes: Any) -> PretrainConfig:
@@ -156,7 +153,9 @@ class FinetuneConfig:
     data: tuple[str, ...] = setting(
         (), positional=True, help="labelled files, folders or globs; none = the built-in Rotten Tomatoes snippets, split by movie"
     )
-    eval_data: tuple[str, ...] = setting((), flag="eval", help="validation files (none = hold out a deterministic share of DATA)")
+    eval_data: tuple[str, ...] = setting(
+        (), flag="eval", metavar="DATA", help="validation files (none = hold out a deterministic share of DATA)"
+    )
     model: str = setting("minilm", help="checkpoint folder (e.g. OUTPUT/model of pretrain) or minilm")
     task: Task = setting("classify", help="classify = one label per text; tokens = one tag per word (BIO, CoNLL or JSON lists)")
     text_column: str | None = setting(

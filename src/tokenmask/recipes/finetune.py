@@ -4,7 +4,7 @@ The sibling of :mod:`tokenmask.recipes.pretrain`: same loop (:mod:`tokenmask.tra
 another job. The data are labelled examples batched by length
 (:class:`~tokenmask.labelled.sampler.LengthGroupedBatches`), optionally [MASK]-augmented with their
 labels kept (:class:`~tokenmask.collate.augment.MaskingAugmenter`, never at evaluation); the
-loss is cross-entropy on a new head (:mod:`tokenmask.recipes.classifier`). Around each
+loss is cross-entropy on a new head (:mod:`tokenmask.train.classifier`). Around each
 evaluation this module keeps the best checkpoint (``OUTPUT/best``) and runs the divergence
 watch (:mod:`tokenmask.recipes.watch`), which may halve the augmentation rate. At the end it
 writes ``OUTPUT/results.json`` and ``OUTPUT/confusion.png``.
@@ -12,7 +12,6 @@ writes ``OUTPUT/results.json`` and ``OUTPUT/confusion.png``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,26 +24,23 @@ from accelerate.utils import extract_model_from_parallel
 
 from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.collate.stream import Shard
+from tokenmask.files import write_json
 from tokenmask.labelled.align import FinetuneData, LabelledExample
 from tokenmask.labelled.sampler import LengthGroupedBatches
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.recipes.classifier import (
-    Evaluation,
-    classifier_loss_sum,
-    evaluate_classifier,
-    load_classifier,
-    load_classifier_tokenizer,
-)
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.recipes.finetune_data import load_finetune_data
 from tokenmask.recipes.run_cards import FinetuneCards, tokens_at
 from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
 from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import load_state, save_model
+from tokenmask.train.classifier import classifier_loss_sum, load_classifier, load_classifier_tokenizer
 from tokenmask.train.config import LoopConfig
+from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.logs import read_metrics
-from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, train
+from tokenmask.train.loop import train
 from tokenmask.train.models import check_fits
+from tokenmask.use.classifier_scores import Evaluation, evaluate_classifier
 from tokenmask.use.metrics import plot_confusion
 
 if TYPE_CHECKING:
@@ -96,7 +92,6 @@ class _Tracker:
         self.config = config
         self.watch = DivergenceWatch(config.patience)
         self.rate = config.augment_rate
-        self.next_step = 0  # the step count once the current optimizer step is done
         self.previous_evaluation: int | None = None
         self.best: dict[str, float] = {}
         self.best_step: int | None = None
@@ -145,7 +140,6 @@ class _Tracker:
             logged = {k[len("eval_") :]: v for k, v in evaluations[step].items() if k.startswith("eval_")}
             metrics = {k: v for k, v in logged.items() if k not in _WATCH_FIELDS}
             self.observe(step, metrics, records)
-        self.next_step = upto
 
 
 # ---- the job -------------------------------------------------------------------------------
@@ -174,12 +168,10 @@ def _job(
     validation = validation_batches(data.validation, tokenizer, loop.batch_size)
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:
-        tracker.next_step = step + 1
         augmenter.set_rate(tracker.rate)  # the divergence watch may have lowered it
         return {"augment_rate": tracker.rate} if config.augment_rate else {}
 
-    def evaluate(model: torch.nn.Module) -> dict[str, Any]:
-        step = tracker.next_step
+    def evaluate(model: torch.nn.Module, step: int, horizon: int | None) -> dict[str, Any]:
         evaluation = evaluate_classifier(model, validation, task=data.task, labels=data.labels)
         tracker.last, tracker.last_step = evaluation, step
         records = read_metrics(output)
@@ -208,8 +200,9 @@ def _job(
 
 def _training_batches(
     data: FinetuneData, augmenter: MaskingAugmenter, batch_size: int, seed: int, shard: Shard
-) -> Callable[[int], Iterator[dict[str, Any]]]:
-    """``skip -> this process's augmented micro-batches forever``, length-grouped, epoch after epoch."""
+) -> Callable[[int, int | None], Iterator[dict[str, Any]]]:
+    """``(skip, horizon) -> this process's augmented micro-batches forever``, length-grouped, epoch
+    after epoch (the same whatever the horizon)."""
     lengths = [len(e["input_ids"]) for e in data.train]
     sampler = LengthGroupedBatches(lengths, batch_size * shard.world, seed=seed)  # global batches
     per_epoch = global_batches_per_epoch(len(data.train), batch_size, shard.world)
@@ -220,7 +213,7 @@ def _training_batches(
         usable = [b for b in sampler.batches() if len(b) >= shard.world]
         return [np.array_split(np.asarray(b), shard.world)[shard.rank].tolist() for b in usable]
 
-    def batches(skip: int) -> Iterator[dict[str, Any]]:
+    def batches(skip: int, horizon: int | None) -> Iterator[dict[str, Any]]:
         epoch, offset = divmod(skip, per_epoch)
         while True:
             sampler.set_epoch(epoch)
@@ -347,9 +340,8 @@ def finetune(
 
 
 def _write_results(result: FinetuneResult, config: FinetuneConfig) -> None:
-    """``OUTPUT/results.json`` (the result and the resolved settings) and ``OUTPUT/confusion.png``."""
+    """``OUTPUT/results.json`` (the result and the resolved settings) and ``OUTPUT/confusion.png``, each atomically."""
     output = Path(result.output)
-    report = {**result.to_dict(), "config": flatten(config)}
-    (output / RESULTS_FILE).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_json(output / RESULTS_FILE, {**result.to_dict(), "config": flatten(config)})
     title = f"validation, step {result.final_step}"
     plot_confusion(result.final.scores.confusion, result.labels, output / CONFUSION_FILE, title=title)

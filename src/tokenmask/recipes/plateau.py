@@ -10,7 +10,7 @@ evaluation masks (:func:`unigram_baseline`) and feeds :class:`PlateauGuard` ever
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,21 +61,19 @@ class PlateauGuard:
 
     Args:
         token: the most frequent target as text (``","``), for the message.
-        warmup_steps: ``() -> steps`` of the warm-up now (the schedule's may be fitted late).
     """
 
-    def __init__(
-        self, baseline: UnigramBaseline, *, token: str, from_init: bool, lr: float, warmup_steps: Callable[[], int]
-    ) -> None:
+    def __init__(self, baseline: UnigramBaseline, *, token: str, from_init: bool, lr: float) -> None:
         self.baseline, self.token, self.from_init, self.lr = baseline, token, from_init, lr
-        self.warmup_steps = warmup_steps
         self.losses: list[float] = []
         self.fired = False
 
-    def observe(self, step: int, *, accuracy: float, loss: float) -> str | None:
-        """The warning to give at this evaluation, or None (always None once it has fired)."""
+    def observe(self, step: int, *, accuracy: float, loss: float, warmup_steps: int) -> str | None:
+        """The warning to give at the evaluation after ``step`` optimizer steps, or None (always
+        None once it has fired). ``warmup_steps``: the warm-up as it stands now
+        (:func:`warmup_length`; the schedule's may be fitted late)."""
         self.losses.append(loss)
-        if self.fired or step <= self.warmup_steps() or accuracy > self.baseline.share + MARGIN:
+        if self.fired or step <= warmup_steps or accuracy > self.baseline.share + MARGIN:
             return None
         stalled = len(self.losses) >= 3 and self.losses[-3] - loss < STALLED * self.losses[-3]
         if not (self.from_init or stalled):

@@ -22,22 +22,15 @@ from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.recipes.config import COMMON_EVAL_MASKING, PretrainConfig
 from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline, warmup_length
-from tokenmask.recipes.pretrain_data import check_maskable, pretrain_data
+from tokenmask.recipes.pretrain_data import check_maskable, pretrain_data, rate_schedule
 from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
-from tokenmask.train.loop import Job, QuietReporter, Reporter, TrainResult, train
+from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
+from tokenmask.train.loop import train
 from tokenmask.train.models import build_model, load_model_with_notes, paired_tokenizer
 from tokenmask.train.step import mlm_loss_sum
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
-
-
-def masking_rate(config: PretrainConfig, step: int, horizon: int | None) -> float:
-    """The selection rate at ``step``: constant, or linear from the start rate to ``mlm_probability_end``."""
-    start = config.masking.selection.mlm_probability
-    if config.mlm_probability_end is None or not horizon:
-        return start
-    return start + (config.mlm_probability_end - start) * min(1.0, step / horizon)
 
 
 def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, command: str | None = None) -> TrainResult:
@@ -66,6 +59,15 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, co
         return _job(config, checkpoint, shard, reporter if shard.is_main else QuietReporter(), command)
 
     return train(config.loop, build, reporter, settings=flatten(config))
+
+
+def demo_lines(config: PretrainConfig, count: int = 6) -> list[str]:
+    """Up to ``count`` sentences of 6-14 words, one from each of the corpus's held-out documents, for
+    a fill-mask demo of the trained model (:func:`~tokenmask.blocks.build.held_out_lines`)."""
+    from tokenmask.blocks.build import held_out_lines
+    from tokenmask.blocks.load import corpus_documents
+
+    return held_out_lines(corpus_documents(config.corpus, config.reading), config.blocks.validation_share, count)
 
 
 def describe(config: PretrainConfig) -> str:
@@ -138,34 +140,30 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
     check_maskable(evaluation_blocks, eval_collator.vocab.protected, data.scored_on)
 
     baseline = unigram_baseline(eval_collator.collate(chunk, epoch=0) for chunk in batched(evaluation_blocks, loop.batch_size))
-    horizon_now: list[int | None] = [None]  # the schedule's horizon, once the loop has fitted it
-    guard = PlateauGuard(
-        baseline, token=token_text(tokenizer, baseline.token_id), from_init=bool(config.init), lr=loop.lr,
-        warmup_steps=lambda: warmup_length(loop.head_warmup_steps, loop.warmup, horizon_now[0]),
-    )  # fmt: skip
-    steps_done = [0]
+    guard = PlateauGuard(baseline, token=token_text(tokenizer, baseline.token_id), from_init=bool(config.init), lr=loop.lr)
 
-    def evaluate(model: torch.nn.Module) -> dict[str, Any]:
+    def evaluate(model: torch.nn.Module, step: int, horizon: int | None) -> dict[str, Any]:
         device = next(model.parameters()).device
         metrics = evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=loop.batch_size, device=device).as_dict()
         if own_collator is not None:
             own = evaluate_mlm(model, evaluation_blocks, own_collator, batch_size=loop.batch_size, device=device)
             metrics.update({f"own_{name}": value for name, value in own.as_dict().items()})
-        warning = guard.observe(steps_done[0], accuracy=metrics["accuracy"], loss=metrics["loss"])
+        warmup = warmup_length(loop.head_warmup_steps, loop.warmup, horizon)
+        warning = guard.observe(step, accuracy=metrics["accuracy"], loss=metrics["loss"], warmup_steps=warmup)
         if warning is not None:
             reporter.message(warning)
             metrics["plateau_warning"] = True
         return metrics
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:
-        steps_done[0], horizon_now[0] = step + 1, horizon
-        collator.set_mlm_probability(masking_rate(config, step, horizon))
-        return {"mlm_probability": collator.masking.selection.mlm_probability}
+        schedule = rate_schedule(config, horizon)  # the rate the step's batches were masked at
+        return {"mlm_probability": config.masking.selection.mlm_probability if schedule is None else schedule.at(step)}
 
-    def batches(skip: int) -> Iterator[dict[str, Any]]:
-        return data.batches(skip, next(model.parameters()).device)
+    def batches(skip: int, horizon: int | None) -> Iterator[dict[str, Any]]:
+        return data.batches(skip, horizon, next(model.parameters()).device)
 
     return Job(
         model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step,
         card=pretrain_card(config, data, command), position=data.position,
+        follows_horizon=config.mlm_probability_end is not None,
     )  # fmt: skip

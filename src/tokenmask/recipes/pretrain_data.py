@@ -3,7 +3,8 @@
 The cache (:mod:`tokenmask.blocks.build`) encodes the corpus first and serves blocks in a
 seeded random order; the step count places a resumed run. The stream
 (:mod:`tokenmask.collate.chunked`) packs blocks as the corpus is read, in its order shuffled
-within chunks; its position is saved in checkpoints. Both give the job a :class:`PretrainData`.
+within chunks; its position is saved in checkpoints. Both give the job a :class:`PretrainData`,
+whose batches mask each step at its rate (:func:`rate_schedule`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tokenmask.blocks.load import load_blocks
 from tokenmask.blocks.streamed import held_out_blocks
 from tokenmask.collate.chunked import ChunkBatches, StreamPosition, positioned_batches
 from tokenmask.collate.collator import MaskingCollator
+from tokenmask.collate.rate import RateSchedule
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.text.streaming import DocumentStream
@@ -39,7 +41,8 @@ class PretrainData:
         summary: one line on the blocks, for the model card.
         report: what was read, for the run's log.
         scored_on: where ``evaluation`` comes from: ``"validation"``, ``"training"`` or ``"evaluation corpus"``.
-        batches: ``(skip, device) -> micro-batches forever`` (``skip``: as the loop's ``Job.batches``).
+        batches: ``(skip, horizon, device) -> micro-batches forever`` (``skip`` and ``horizon``:
+            as the loop's :attr:`~tokenmask.train.job.Job.batches`).
         position: the stream's position, saved in checkpoints; None for the cache.
     """
 
@@ -47,13 +50,13 @@ class PretrainData:
     summary: str
     report: str
     scored_on: str
-    batches: Callable[[int, torch.device], Iterator[dict[str, Any]]]
+    batches: Callable[[int, int | None, torch.device], Iterator[dict[str, Any]]]
     position: StreamCursor | None = None
 
 
 class StreamCursor:
     """A rank's :class:`~tokenmask.collate.chunked.StreamPosition`: loaded on resume, moved by
-    each micro-batch the loop takes (:class:`~tokenmask.train.loop.DataPosition`)."""
+    each micro-batch the loop takes (:class:`~tokenmask.train.job.DataPosition`)."""
 
     def __init__(self) -> None:
         self.now = StreamPosition()
@@ -97,10 +100,10 @@ def _cached(
     check_blocks(blocks, batch_size=config.loop.batch_size, processes=shard.world)
     loop = config.loop
 
-    def batches(skip: int, device: torch.device) -> Iterator[dict[str, Any]]:
+    def batches(skip: int, horizon: int | None, device: torch.device) -> Iterator[dict[str, Any]]:
         stream = MicroBatches(
             blocks.train, collator, batch_size=loop.batch_size, seed=loop.seed, dupe_factor=config.dupe_factor,
-            skip=skip, shard=shard,
+            skip=skip, shard=shard, rate=rate_schedule(config, horizon),
         )  # fmt: skip
         return micro_batches(stream, workers=loader_workers(config, device), pin_memory=device.type == "cuda")
 
@@ -129,14 +132,14 @@ def _streamed(
         )  # fmt: skip
     cursor, loop = StreamCursor(), config.loop
 
-    def batches(skip: int, device: torch.device) -> Iterator[dict[str, Any]]:
+    def batches(skip: int, horizon: int | None, device: torch.device) -> Iterator[dict[str, Any]]:
         chunks = ChunkBatches(
             stream, tokenizer, collator, block_length=config.blocks.max_length, batch_size=loop.batch_size,
             seed=loop.seed, characters=config.blocks.chunk_characters, validation_share=share,
-            dupe_factor=config.dupe_factor, start=cursor.now, phrases=phrases,
+            dupe_factor=config.dupe_factor, start=cursor.now, phrases=phrases, rate=rate_schedule(config, horizon),
         )  # fmt: skip
         workers = loader_workers(config, device)
-        for batch, cursor.now in positioned_batches(chunks, workers=workers, pin_memory=device.type == "cuda"):
+        for batch, cursor.now in positioned_batches(chunks, first=skip, workers=workers, pin_memory=device.type == "cuda"):
             yield batch
 
     held = "the evaluation corpus" if config.eval_corpus else f"{config.blocks.validation_share:.0%} of documents held out"
@@ -152,12 +155,23 @@ def _corpus_name(config: PretrainConfig) -> str:
     return ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
 
 
+def rate_schedule(config: PretrainConfig, horizon: int | None) -> RateSchedule | None:
+    """The run's masking-rate schedule, over the learning-rate schedule's ``horizon`` (None until
+    it is fitted: the start rate meanwhile); None for a constant rate (no ``mlm_probability_end``).
+
+    ``--mlm-probability 0.3 --mlm-probability-end 0.1``, horizon 8: step 2 masks at 0.25.
+    """
+    if config.mlm_probability_end is None:
+        return None
+    start = config.masking.selection.mlm_probability
+    return RateSchedule(start, config.mlm_probability_end, horizon=horizon, grad_accum=config.loop.grad_accum)
+
+
 def loader_workers(config: PretrainConfig, device: torch.device) -> int:
-    """DataLoader workers for the run: ``config.num_workers``, or by default 2 on a GPU (0 with a
-    masking-rate schedule, which workers would not see) and 0 on a CPU."""
+    """DataLoader workers for the run: ``config.num_workers``, or by default 2 on a GPU and 0 on a CPU."""
     if config.num_workers is not None:
         return config.num_workers
-    return 2 if device.type == "cuda" and config.mlm_probability_end is None else 0
+    return 2 if device.type == "cuda" else 0
 
 
 def check_blocks(blocks: PretrainBlocks, *, batch_size: int, processes: int = 1) -> None:

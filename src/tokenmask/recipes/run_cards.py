@@ -16,7 +16,7 @@ from tokenmask.labelled.align import FinetuneData
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
 from tokenmask.recipes.pretrain_data import PretrainData
 from tokenmask.train.card import model_card
-from tokenmask.train.loop import TrainResult
+from tokenmask.train.job import TrainResult
 
 
 def pretrain_card(config: PretrainConfig, data: PretrainData, command: str | None) -> Callable[[TrainResult], str]:

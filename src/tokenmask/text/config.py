@@ -7,7 +7,10 @@ from typing import Any
 
 from tokenmask.settings import check, setting
 from tokenmask.text.byte_checks import MAX_LINE_BYTES
-from tokenmask.text.corpus import DocumentBoundary
+from tokenmask.text.corpus import DEFAULT_BOUNDARY, DocumentBoundary
+
+DEFAULT_TOKENIZER = "bert-base-uncased"
+"""The tokenizer used where none is named and no model brings its own: the real WordPiece vocabulary."""
 
 
 @dataclass(frozen=True)
@@ -15,7 +18,7 @@ class ReadingConfig:
     """The keywords of :func:`~tokenmask.text.corpus.read_documents`, declared once for every command that reads a corpus."""
 
     document_boundary: DocumentBoundary = setting(
-        "paragraph",
+        DEFAULT_BOUNDARY,
         help="where a document of a .txt/.md file ends: at a blank line (paragraph), the end of the file, or each line",
     )
     text_field: str = setting("text", help="the text field of JSON records, column of CSV/Parquet files and datasets")

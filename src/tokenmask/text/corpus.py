@@ -35,6 +35,9 @@ from tokenmask.text.tabular import (
 )
 
 DocumentBoundary = Literal["line", "paragraph", "file"]
+DEFAULT_BOUNDARY: DocumentBoundary = "paragraph"
+"""Where a document of a text file ends unless told: at a blank line (a corpus read as documents;
+:func:`read_texts`, one text per line, is the exception its name says)."""
 """Where a document of a text file ends: at each line end, at a blank line, or at the end of the file."""
 BOUNDARIES: tuple[str, ...] = ("line", "paragraph", "file")
 TEXT_SUFFIXES = (".txt", ".md", ".text")
@@ -112,7 +115,7 @@ def _walk(folder: Path, suffixes: Sequence[str]) -> list[Path]:
 def read_documents(
     paths: Iterable[str | Path],
     *,
-    boundary: DocumentBoundary = "line",
+    boundary: DocumentBoundary = DEFAULT_BOUNDARY,
     text_field: str = "text",
     split: str | None = None,
     strict: bool = False,

@@ -25,7 +25,6 @@ from transformers import (  # type: ignore[attr-defined]  # transformers 5 expor
 from tokenmask.text.resources import bert_vocab_dir, gpt2_bpe_files, minilm_dir
 
 BUILTIN_TOKENIZERS: tuple[str, ...] = ("bert-base-uncased", "roberta-gpt2", "minilm")
-DEFAULT_TOKENIZER = "bert-base-uncased"
 TokenizerKind = Literal["wordpiece", "bpe", "unigram"]
 
 

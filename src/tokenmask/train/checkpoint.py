@@ -31,6 +31,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from tokenmask.blocks.cache import says_disk_full
+from tokenmask.files import fsync_folder, write_json
 
 STATE_FILE = "training_state.pt"
 MANIFEST_FILE = "manifest.json"
@@ -133,7 +134,7 @@ def _replace_atomically(folder: Path, write: Callable[[Path], None]) -> Path:
     if folder.exists():
         folder.rename(previous)
     temporary.rename(folder)
-    _fsync_folder(folder.parent)
+    fsync_folder(folder.parent)
     shutil.rmtree(previous, ignore_errors=True)
     return folder
 
@@ -268,14 +269,10 @@ def remove_leftovers(folder: Path) -> list[str]:
 
 
 def _write_manifest(folder: Path) -> None:
-    """fsync every file of ``folder``, then write and fsync the manifest of their sizes and hashes, then the folders."""
+    """fsync every file of ``folder`` and the folders, then write the manifest of their sizes and hashes (atomically, fsynced)."""
     paths = _fsync_files(folder)
     files = {path.relative_to(folder).as_posix(): {"bytes": path.stat().st_size, "sha256": _sha256(path)} for path in paths}
-    with (folder / MANIFEST_FILE).open("w", encoding="utf-8") as handle:
-        json.dump({"format": MANIFEST_FORMAT, "files": files}, handle, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    _fsync_folder(folder)
+    write_json(folder / MANIFEST_FILE, {"format": MANIFEST_FORMAT, "files": files}, indent=1)
 
 
 def _fsync_files(folder: Path) -> list[Path]:
@@ -285,22 +282,8 @@ def _fsync_files(folder: Path) -> list[Path]:
         with path.open("rb") as handle:
             os.fsync(handle.fileno())
     for sub in sorted({p.parent for p in folder.rglob("*")} | {folder}):
-        _fsync_folder(sub)
+        fsync_folder(sub)
     return paths
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make the entries of ``folder`` (new files, renames) durable; a no-op where folders cannot be opened."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:  # e.g. Windows
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
 
 
 def _sha256(path: Path) -> str:

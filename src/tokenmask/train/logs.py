@@ -12,6 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenmask.files import write_text
+from tokenmask.plots import pyplot, save_png
+
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "metrics.png"
 
@@ -78,14 +81,12 @@ def truncate_metrics(folder: Path, step: int) -> int:
         else:
             dropped += 1
     if dropped:
-        temporary = path.with_name(f".{path.name}.partial")
-        temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        temporary.replace(path)
+        write_text(path, "".join(line + "\n" for line in kept))
     return dropped
 
 
 def plot_metrics(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """Save training loss, evaluation loss and masked-token accuracy against step as a PNG.
+    """Save training loss, evaluation loss and masked-token accuracy against step as a PNG, atomically.
 
     Returns the path, or None when there is nothing to plot or matplotlib is missing.
     """
@@ -94,10 +95,7 @@ def plot_metrics(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
     if not training and not evaluation:
         return None
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only, no display
-        import matplotlib.pyplot as plt
+        plt = pyplot()
     except ImportError:
         return None
     figure, (loss_axes, accuracy_axes) = plt.subplots(1, 2, figsize=(10, 4))
@@ -113,6 +111,4 @@ def plot_metrics(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
     for axes in (loss_axes, accuracy_axes):
         axes.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return Path(path)
+    return save_png(figure, path)

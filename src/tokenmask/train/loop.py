@@ -1,10 +1,11 @@
 """The training loop, written out once: batch -> forward -> backward -> step -> every N: eval / log / save.
 
-Pre-training and fine-tuning share it; they differ in the :class:`Job` they hand it (model,
-batches, loss, evaluation), not in copied loops. Loss normalisation: an optimizer step's loss
-is the sum of losses over all its micro-batches divided by the number of targets in the whole
-step, so gradient accumulation gives the same update as one large batch; a step without
-targets contributes zero.
+Pre-training and fine-tuning share it; they differ in the :class:`~tokenmask.train.job.Job`
+they hand it (model, batches, loss, evaluation), not in copied loops. Loss normalisation: an
+optimizer step's loss is the sum of losses over all its micro-batches divided by the number of
+targets in the whole step, so gradient accumulation gives the same update as one large batch;
+a step without targets contributes zero. Saving and restoring a run's state is
+:mod:`tokenmask.train.runs`'s.
 """
 
 from __future__ import annotations
@@ -12,147 +13,39 @@ from __future__ import annotations
 import math
 import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from accelerate import Accelerator
 
 from tokenmask.collate.stream import Shard
 from tokenmask.settings import flatten
-from tokenmask.train.checkpoint import load_state, newest_valid_checkpoint, save_model
+from tokenmask.train.checkpoint import newest_valid_checkpoint, save_model
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.groups import HeadWarmup, lr_multipliers, parameter_groups
 from tokenmask.train.heads import compile_encoder
 from tokenmask.train.interrupt import Interrupted, StopSignals
+from tokenmask.train.job import Job, NonFiniteSteps, QuietReporter, Reporter, TrainResult
 from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
-from tokenmask.train.parallel import LossModule, gathered, gathered_rng_states, make_accelerator, restore_rng_state, summed
+from tokenmask.train.parallel import LossModule, gathered, gathered_rng_states, make_accelerator, summed
 from tokenmask.train.runs import (
     CHECKPOINTS,
     CONFIG_FILE,
     check_output,
     clear_old_run,
+    restore_run_state,
     resume_checkpoint,
-    save_resumable,
+    save_run_state,
     trim_metrics,
     write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
-from tokenmask.train.step import LossFunction, backward_step, count_targets, optimizer_step, skip_reason
+from tokenmask.train.step import backward_step, count_targets, optimizer_step, skip_reason
 from tokenmask.train.trackers import installed_trackers, start_trackers
 
-__all__ = ["DataPosition", "Job", "NonFiniteSteps", "QuietReporter", "Reporter", "TrainResult", "train"]
-
-
-class DataPosition(Protocol):
-    """Where a job's data stands when the step count cannot say it (a stream read in order):
-    each process's ``state()`` is saved in every checkpoint and ``load``-ed back on resume,
-    before the loop asks for batches."""
-
-    def state(self) -> dict[str, Any]: ...
-
-    def load(self, state: dict[str, Any]) -> None: ...
-
-
-class Reporter(Protocol):
-    """Where the loop reports; :class:`QuietReporter` does nothing."""
-
-    def message(self, text: str) -> None: ...
-
-    def step(self, step: int, total: int | None, loss: float, tokens_per_s: float) -> None: ...
-
-
-class QuietReporter:
-    def message(self, text: str) -> None:
-        pass
-
-    def step(self, step: int, total: int | None, loss: float, tokens_per_s: float) -> None:
-        pass
-
-
-@dataclass
-class TrainResult:
-    """What a run did: steps, tokens seen, time, evaluations, where the model is."""
-
-    steps: int
-    tokens: int
-    seconds: float
-    evaluations: list[dict[str, Any]] = field(default_factory=list)
-    output: str = ""
-    model: Any = None
-
-
-@dataclass
-class Job:
-    """What the loop trains, built by a recipe (``pretrain``, ``finetune``).
-
-    Attributes:
-        model: the model, in training mode, not yet prepared by Accelerate.
-        tokenizer: saved with every checkpoint.
-        batches: ``skip -> micro-batches forever``; ``skip`` are passed over (resuming), so
-            the rest is what an uninterrupted run sees.
-        evaluate: ``model -> metrics`` (plain numbers; ``loss`` first), at fixed inputs.
-        loss: ``(model, batch) -> summed loss`` over the batch's targets.
-        before_step: ``(step, horizon or None) -> fields to log``, called before each
-            optimizer step (e.g. a masking-rate schedule); by default nothing.
-        card: ``result -> model card`` (:func:`~tokenmask.train.card.model_card`), the
-            ``README.md`` of OUTPUT/model; by default none.
-        position: the data's :class:`DataPosition`, for data the step count does not place;
-            None: ``batches(skip)`` finds the place.
-    """
-
-    model: torch.nn.Module
-    tokenizer: Any
-    batches: Callable[[int], Iterator[dict[str, Any]]]
-    evaluate: Callable[[torch.nn.Module], dict[str, float]]
-    loss: LossFunction
-    before_step: Callable[[int, int | None], dict[str, Any]] = lambda step, horizon: {}
-    card: Callable[[TrainResult], str] = lambda result: ""
-    position: DataPosition | None = None
-
-
-def _optimizer(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimizer:
-    """AdamW without weight decay on biases and norms, with layer-wise learning rates and the head
-    apart where the config asks (:func:`~tokenmask.train.groups.parameter_groups`); the fused
-    kernel (as the HF Trainer uses since torch 2.8) where the parameters' device has it."""
-    groups = parameter_groups(model, config)
-    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
-    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.98), eps=1e-6, fused=fused)
-
-
-class NonFiniteSteps(ValueError):
-    """``max_bad_steps`` optimizer steps in a row had a NaN or infinite loss or gradient."""
-
-
-def _save(
-    output: Path,
-    model,
-    tokenizer,
-    optimizer,
-    schedule: Schedule,
-    result: TrainResult,
-    rng: list[dict[str, Any]],
-    *,
-    data: list[dict[str, Any]] | None = None,
-    scaler: torch.amp.GradScaler | None = None,
-    keep: int = 2,
-    report: Callable[[str], None] = lambda text: None,
-) -> None:
-    """A resumable checkpoint of the run at ``result.steps`` (:func:`~tokenmask.train.runs.save_resumable`),
-    with the fp16 gradient scaler's state when there is one."""
-    state = {
-        "step": result.steps,
-        "tokens": result.tokens,
-        "optimizer": optimizer.state_dict(),
-        **schedule.state(),
-        "seconds": result.seconds,
-        "rng": rng,
-        **({"data": data} if data is not None else {}),
-        **({"scaler": scaler.state_dict()} if scaler is not None else {}),
-    }
-    save_resumable(output, model, tokenizer, state, keep_last=keep, report=report)
+__all__ = ["train"]
 
 
 def train(
@@ -162,10 +55,12 @@ def train(
     *,
     settings: Mapping[str, Any] | None = None,
 ) -> TrainResult:
-    """Run the loop on the :class:`Job` that ``build(checkpoint, shard)`` makes; the model ends in OUTPUT/model.
+    """Run the loop on the :class:`~tokenmask.train.job.Job` that ``build(checkpoint, shard)`` makes; the model ends in OUTPUT/model.
 
     The run stops at the first of ``max_steps``, ``max_tokens`` and ``max_time``; the
-    learning-rate schedule spans that limit. With ``config.resume``, ``build`` gets the newest
+    learning-rate schedule spans that limit (its horizon, fitted as the run goes for a token or
+    time limit, reaches the job's functions as an argument; a job whose batches follow it gets
+    fresh batches from where the run stands whenever it moves). With ``config.resume``, ``build`` gets the newest
     valid checkpoint (to load the model from; None when there is none yet, and the run starts
     from the beginning: :func:`~tokenmask.train.runs.resume_checkpoint`) and the loop restores
     the optimizer, schedule, data position and dropout state, so the run continues as if never
@@ -185,6 +80,7 @@ def train(
         Interrupted: SIGINT or SIGTERM; a checkpoint of the last step was saved first.
     """
     output = Path(config.output)
+    settings = settings if settings is not None else flatten(config)
     trackers = installed_trackers(config.trackers)  # refuses a missing one before anything runs
     accelerator = make_accelerator(precision=config.precision, cpu=config.cpu, trackers=trackers, output=output)
     shard = Shard(accelerator.process_index, accelerator.num_processes)
@@ -196,20 +92,24 @@ def train(
     schedule = Schedule(config)
     result = TrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
     if checkpoint is not None:
-        _restore(checkpoint, optimizer, schedule, result, shard, reporter, scaler=accelerator.scaler, position=job.position)
+        restore_run_state(
+            checkpoint, optimizer, schedule, result, shard, reporter, scaler=accelerator.scaler, position=job.position
+        )
     multipliers = lr_multipliers(
         optimizer.param_groups, schedule, head_warmup_steps=config.head_warmup_steps, ramp_steps=lambda: schedule.warmup_steps
     )  # one per group: layer-wise scale; the body still during a head-only warm-up
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers, last_epoch=result.steps - 1)
     head_warmup = HeadWarmup(model, config.head_warmup_steps, freeze=shard.world == 1)
-    batches = job.batches(result.steps * config.grad_accum)  # refuses data that fill no batch: before OUTPUT is written
+    # asked for before OUTPUT is written: a job refuses data that fill no batch here
+    batches_horizon = _horizon(schedule)  # the horizon the batches were asked for
+    batches = job.batches(result.steps * config.grad_accum, batches_horizon)
     if trackers:  # a tracker that fails to start (a bad URI, no login) stops the run before OUTPUT is written too
-        start_trackers(accelerator, trackers, settings if settings is not None else flatten(config))
+        start_trackers(accelerator, trackers, settings)
     if shard.is_main:
         if checkpoint is not None:
             trim_metrics(output, result.steps, reporter.message)
         output.mkdir(parents=True, exist_ok=True)
-        write_settings(output / CONFIG_FILE, settings if settings is not None else flatten(config))
+        write_settings(output / CONFIG_FILE, settings)
     log = (
         RunLog(output, append=checkpoint is not None, mirror=accelerator.log if trackers else None) if shard.is_main else _NoLog()
     )
@@ -220,7 +120,7 @@ def train(
         nonlocal evaluation_seconds
         accelerator.wait_for_everyone()  # the main process has logged every step: jobs may read the log
         began = time.perf_counter()
-        metrics = job.evaluate(model)
+        metrics = job.evaluate(model, result.steps, _horizon(schedule))
         evaluation_seconds += time.perf_counter() - began
         record = {"step": result.steps, "tokens": result.tokens, **{f"eval_{k}": v for k, v in metrics.items()}}
         result.evaluations.append(record)
@@ -233,7 +133,7 @@ def train(
         rng = gathered_rng_states(accelerator)  # collectives: every process takes part
         data = gathered(accelerator, job.position.state()) if job.position is not None else None
         if shard.is_main:
-            _save(
+            save_run_state(
                 output, model, job.tokenizer, optimizer, schedule, result, rng,
                 data=data, scaler=accelerator.scaler, keep=config.keep_last, report=reporter.message,
             )  # fmt: skip
@@ -250,7 +150,10 @@ def train(
             if checkpoint is None:
                 evaluate()
             while not _limit_reached(config, result, elapsed):  # a resumed run may have reached it already
-                extra = job.before_step(result.steps, schedule.horizon if schedule.fitted else None)
+                if job.follows_horizon and _horizon(schedule) != batches_horizon:  # those made ahead are for the old one
+                    batches_horizon = _horizon(schedule)
+                    batches = job.batches(result.steps * config.grad_accum, batches_horizon)
+                extra = job.before_step(result.steps, _horizon(schedule))
                 head_warmup.before_step(result.steps, optimizer)
                 fetching = time.perf_counter()
                 micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
@@ -336,47 +239,6 @@ def _build(
     return job, checkpoint
 
 
-def _restore(
-    checkpoint: Path, optimizer, schedule: Schedule, result: TrainResult, shard: Shard, reporter: Reporter,
-    *, scaler: torch.amp.GradScaler | None = None, position: DataPosition | None = None,
-) -> None:  # fmt: skip
-    """Continue where ``checkpoint`` stopped: optimizer, schedule, step, tokens, this process's
-    random state and data ``position``, and the fp16 gradient scaler when both the run and the
-    checkpoint have one.
-
-    Raises:
-        ValueError: the run needs a data position that the checkpoint lacks (or has one for
-            another number of processes), or the checkpoint has one that the run would ignore.
-    """
-    state = load_state(checkpoint)
-    _check_data_position(checkpoint, state.get("data"), position is not None, shard.world)
-    if position is not None:
-        position.load(state["data"][shard.rank])
-    optimizer.load_state_dict(state["optimizer"])
-    if scaler is not None and "scaler" in state:
-        scaler.load_state_dict(state["scaler"])
-    if not restore_rng_state(state["rng"], shard.rank):
-        reporter.message("the checkpoint was written by fewer processes: new processes' dropout is seeded afresh")
-    horizon = schedule.horizon
-    schedule.load(state)
-    if horizon is not None and schedule.horizon == horizon != state["horizon"]:  # a step limit only, changed
-        reporter.message(
-            f"the step limit changed from {state['horizon']:,} to {horizon:,}: the learning-rate decay now ends there"
-        )
-    result.steps, result.tokens = int(state["step"]), int(state["tokens"])
-    result.seconds = float(state.get("seconds", 0.0))
-    reporter.message(f"resuming from {checkpoint} (step {result.steps}, {result.seconds / 60:.1f} min trained)")
-
-
-def _check_data_position(checkpoint: Path, saved: list[dict[str, Any]] | None, needed: bool, world: int) -> None:
-    if needed and saved is None:
-        raise ValueError(f"{checkpoint} holds no stream position (written by a run without --streaming): resume without it")
-    if not needed and saved is not None:
-        raise ValueError(f"{checkpoint} was written by a --streaming run, whose data order only it can resume: add --streaming")
-    if saved is not None and len(saved) != world:
-        raise ValueError(f"{checkpoint} was written by {len(saved)} processes; a --streaming run resumes on as many, not {world}")
-
-
 def _backward(
     accelerator: Accelerator, wrapped: torch.nn.Module, micro_batches: list[dict[str, Any]], shard: Shard, *, shared: list[float]
 ) -> tuple[int, float, list[float]]:
@@ -392,6 +254,11 @@ def _backward(
     )
     norm = float(accelerator.clip_grad_norm_(wrapped.parameters(), 1.0))
     return int(targets), norm, summed(accelerator, [loss, tokens, *shared])
+
+
+def _horizon(schedule: Schedule) -> int | None:
+    """The schedule's horizon once fitted (:data:`~tokenmask.train.job.Horizon`), else None."""
+    return schedule.horizon if schedule.fitted else None
 
 
 def _evaluation_logged(output: Path, step: int) -> bool:
@@ -431,3 +298,12 @@ def _limit_reached(config: LoopConfig, result: TrainResult, elapsed: float) -> b
         or (config.max_tokens is not None and result.tokens >= config.max_tokens)
         or (config.max_time is not None and elapsed > config.max_time * 60)
     )
+
+
+def _optimizer(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimizer:
+    """AdamW without weight decay on biases and norms, with layer-wise learning rates and the head
+    apart where the config asks (:func:`~tokenmask.train.groups.parameter_groups`); the fused
+    kernel (as the HF Trainer uses since torch 2.8) where the parameters' device has it."""
+    groups = parameter_groups(model, config)
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.98), eps=1e-6, fused=fused)

@@ -296,7 +296,8 @@ def paired_tokenizer(model: str | Path | None, tokenizer: str | Path | None) -> 
     Raises:
         ValueError: the two vocabularies differ (naming both); a tokenizer that cannot be loaded.
     """
-    from tokenmask.text.tokenizer import DEFAULT_TOKENIZER, load_tokenizer, require_same_vocabulary
+    from tokenmask.text.config import DEFAULT_TOKENIZER
+    from tokenmask.text.tokenizer import load_tokenizer, require_same_vocabulary
 
     own = _own_tokenizer(model)
     if tokenizer is None:

@@ -1,10 +1,11 @@
-"""A run's output folder: one run per folder, where a resumed run starts, which checkpoints are kept.
+"""A run's output folder: one run per folder, where a resumed run starts, what a checkpoint holds, which are kept.
 
 :mod:`tokenmask.train.checkpoint` writes and verifies one checkpoint folder; this module
 manages a run's ``OUTPUT/checkpoints/step-N`` folders for the loop (:mod:`tokenmask.train.loop`):
 refusing to mix two runs, picking the newest *valid* checkpoint to resume from (skipping
-damaged ones, cleaning up after a kill, trimming the metrics log), and pruning old checkpoints
-only once a new one is on disk and verified.
+damaged ones, cleaning up after a kill, trimming the metrics log), saving the run's state
+(:func:`save_run_state`) and putting it back (:func:`restore_run_state`), and pruning old
+checkpoints only once a new one is on disk and verified.
 """
 
 from __future__ import annotations
@@ -14,18 +15,26 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokenmask.files import write_text
 from tokenmask.train.checkpoint import (
     InvalidCheckpoint,
     checkpoint_folders,
+    load_state,
     newest_valid_checkpoint,
     remove_leftovers,
     save_checkpoint,
     verify_checkpoint,
 )
 from tokenmask.train.logs import METRICS_FILE, truncate_metrics
+from tokenmask.train.parallel import restore_rng_state
 
 if TYPE_CHECKING:
+    import torch
+
+    from tokenmask.collate.stream import Shard
     from tokenmask.train.config import LoopConfig
+    from tokenmask.train.job import DataPosition, Reporter, TrainResult
+    from tokenmask.train.schedule import Schedule
 
 CHECKPOINTS = "checkpoints"
 CONFIG_FILE = "config.yaml"
@@ -50,10 +59,10 @@ def check_output(output: Path, config: LoopConfig) -> None:
 
 
 def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
-    """Write a run's flat settings as YAML (``tokenmask pretrain --config PATH`` replays them)."""
+    """Write a run's flat settings as YAML (``tokenmask pretrain --config PATH`` replays them), atomically."""
     import yaml
 
-    path.write_text(yaml.safe_dump(dict(settings), sort_keys=False, allow_unicode=True), encoding="utf-8")
+    write_text(path, yaml.safe_dump(dict(settings), sort_keys=False, allow_unicode=True))
 
 
 def clear_old_run(output: Path) -> None:
@@ -103,6 +112,77 @@ def trim_metrics(output: Path, step: int, report: Callable[[str], None] = lambda
     dropped = truncate_metrics(output, step)
     if dropped:
         report(f"dropped {dropped} record{'s' * (dropped != 1)} after step {step} from {METRICS_FILE} (they are trained again)")
+
+
+def save_run_state(
+    output: Path,
+    model: Any,
+    tokenizer: Any,
+    optimizer: torch.optim.Optimizer,
+    schedule: Schedule,
+    result: TrainResult,
+    rng: list[dict[str, Any]],
+    *,
+    data: list[dict[str, Any]] | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    keep: int = 2,
+    report: Callable[[str], None] = lambda text: None,
+) -> None:
+    """A resumable checkpoint of the run at ``result.steps`` (:func:`save_resumable`): step,
+    tokens, time, optimizer, schedule, every process's random state (``rng``) and data
+    position (``data``), and the fp16 gradient scaler's state when there is one."""
+    state = {
+        "step": result.steps,
+        "tokens": result.tokens,
+        "optimizer": optimizer.state_dict(),
+        **schedule.state(),
+        "seconds": result.seconds,
+        "rng": rng,
+        **({"data": data} if data is not None else {}),
+        **({"scaler": scaler.state_dict()} if scaler is not None else {}),
+    }
+    save_resumable(output, model, tokenizer, state, keep_last=keep, report=report)
+
+
+def restore_run_state(
+    checkpoint: Path, optimizer: torch.optim.Optimizer, schedule: Schedule, result: TrainResult, shard: Shard,
+    reporter: Reporter, *, scaler: torch.amp.GradScaler | None = None, position: DataPosition | None = None,
+) -> None:  # fmt: skip
+    """Continue where ``checkpoint`` stopped: optimizer, schedule, step, tokens, this process's
+    random state and data ``position``, and the fp16 gradient scaler when both the run and the
+    checkpoint have one.
+
+    Raises:
+        ValueError: the run needs a data position that the checkpoint lacks (or has one for
+            another number of processes), or the checkpoint has one that the run would ignore.
+    """
+    state = load_state(checkpoint)
+    _check_data_position(checkpoint, state.get("data"), position is not None, shard.world)
+    if position is not None:
+        position.load(state["data"][shard.rank])
+    optimizer.load_state_dict(state["optimizer"])
+    if scaler is not None and "scaler" in state:
+        scaler.load_state_dict(state["scaler"])
+    if not restore_rng_state(state["rng"], shard.rank):
+        reporter.message("the checkpoint was written by fewer processes: new processes' dropout is seeded afresh")
+    horizon = schedule.horizon
+    schedule.load(state)
+    if horizon is not None and schedule.horizon == horizon != state["horizon"]:  # a step limit only, changed
+        reporter.message(
+            f"the step limit changed from {state['horizon']:,} to {horizon:,}: the learning-rate decay now ends there"
+        )
+    result.steps, result.tokens = int(state["step"]), int(state["tokens"])
+    result.seconds = float(state.get("seconds", 0.0))
+    reporter.message(f"resuming from {checkpoint} (step {result.steps}, {result.seconds / 60:.1f} min trained)")
+
+
+def _check_data_position(checkpoint: Path, saved: list[dict[str, Any]] | None, needed: bool, world: int) -> None:
+    if needed and saved is None:
+        raise ValueError(f"{checkpoint} holds no stream position (written by a run without --streaming): resume without it")
+    if not needed and saved is not None:
+        raise ValueError(f"{checkpoint} was written by a --streaming run, whose data order only it can resume: add --streaming")
+    if saved is not None and len(saved) != world:
+        raise ValueError(f"{checkpoint} was written by {len(saved)} processes; a --streaming run resumes on as many, not {world}")
 
 
 def save_resumable(

@@ -9,7 +9,6 @@ text in input order, read back without ever unpickling.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tokenmask.blocks.pack import batched
+from tokenmask.files import atomic_file
 from tokenmask.train.models import position_limit, quiet_load_report, resolve_checkpoint, saved_tokenizer
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
@@ -221,14 +221,12 @@ def save_index(path: str | Path, vectors: np.ndarray) -> Path:
     """Write ``vectors`` as float32 ``.npy`` to exactly ``path`` (no suffix added), atomically.
 
     A crash never leaves a half-written index that looks whole: the file is written beside
-    the target and renamed into place. Missing parent folders are created.
+    the target, fsynced and renamed into place (:func:`tokenmask.files.atomic_file`). Missing
+    parent folders are created.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("wb") as handle:
+    with atomic_file(path, binary=True) as handle:
         np.save(handle, np.asarray(vectors, dtype=np.float32), allow_pickle=False)
-    os.replace(partial, path)
     return path
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tokenmask.plots import pyplot, save_png
+
 OUTSIDE = "O"
 
 
@@ -218,11 +220,7 @@ def plot_confusion(confusion: np.ndarray, labels: Sequence[str], path: Path, *, 
     Rows are gold labels, columns predictions; colours are shares of each gold row, so a
     rare class's row is as readable as a frequent one's.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     confusion = np.asarray(confusion)
     rows = np.maximum(confusion.sum(axis=1, keepdims=True), 1)
     size = min(3 + 0.5 * len(labels), 16)
@@ -237,6 +235,4 @@ def plot_confusion(confusion: np.ndarray, labels: Sequence[str], path: Path, *, 
     axes.set_xticklabels(labels, rotation=45 if len(labels) > 4 else 0, ha="right" if len(labels) > 4 else "center")
     axes.set_yticklabels(labels)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return Path(path)
+    return save_png(figure, path)  # atomically: a killed run leaves the old picture or none, never half of one

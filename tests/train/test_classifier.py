@@ -8,7 +8,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tokenmask.labelled.examples import LabelVocab
-from tokenmask.recipes.classifier import classifier_loss_sum, evaluate_classifier, load_classifier
+from tokenmask.train.classifier import classifier_loss_sum, load_classifier
+from tokenmask.use.classifier_scores import evaluate_classifier
 
 
 def test_a_masked_lm_folder_loads_with_only_head_and_pooler_new(tiny_mlm_folder):
