@@ -185,4 +185,4 @@ def test_evaluate_pseudo_perplexity(tmp_path, capsys, lines, bert_tokenizer):
     assert main([*argv, "--pseudo-perplexity", "--max-tokens", "40"]) == 0
     assert "pseudo-perplexity" in capsys.readouterr().out
     assert main([*argv, "--pseudo-perplexity", "--max-tokens", "0"]) == 2
-    assert "--max-tokens must be >= 1" in capsys.readouterr().err
+    assert "max_tokens must be >= 1; got 0" in capsys.readouterr().err

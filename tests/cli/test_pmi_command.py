@@ -54,7 +54,7 @@ def test_terms_on_mask_and_stats(capsys, tmp_path):
         (["stats", "--mask-terms", "EMPTY"], "holds no term"),
         (["pmi", "SMALL"], "yields no PMI n-gram"),
         (["stats", "SMALL", "--strategy", "pmi"], "yields no PMI n-gram"),
-        (["pmi", "--top", "0"], "--top must be >= 1"),
+        (["pmi", "--top", "0"], "top must be >= 1; got 0"),
         (["pmi", "--pmi-min-count", "1"], "pmi_min_count must be >= 2"),
     ],
 )

@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 import tokenmask
 from tokenmask.cli.main import main
-from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig, PretrainConfig
-from tokenmask.recipes.study import StudyConfig, run_study, study_config
-from tokenmask.recipes.study_grid import StudyGrid
+from tokenmask.experiments.study import StudyConfig, StudyExperiment, run_study, study_config
+from tokenmask.experiments.study_grid import StudyGrid
+from tokenmask.recipes.config import PretrainConfig
 from tokenmask.text.tokenizer import train_tokenizer
 from tokenmask.train.config import LoopConfig
 
@@ -93,7 +94,7 @@ def test_a_study_killed_mid_cell_resumes_without_redoing_finished_cells(corpus_a
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert (first / "result.json").exists() and not (second / "result.json").exists()
+    assert (first / "cell.json").exists() and not (second / "cell.json").exists()
     saved = json.loads((output / "study.json").read_text())
     assert not saved["complete"] and [c.get("status") for c in saved["cells"]][1:] == ["pending"] * 3
     before = fingerprint(first)
@@ -108,7 +109,7 @@ def test_a_study_killed_mid_cell_resumes_without_redoing_finished_cells(corpus_a
     assert study["complete"] and [c["name"] for c in study["cells"]] == [
         "token-0.15-bert-seed3", "token-0.3-bert-seed3", "whole_word-0.15-bert-seed3", "whole_word-0.3-bert-seed3"
     ]  # fmt: skip
-    assert study["cells"][0] == json.loads((first / "result.json").read_text())
+    assert study["cells"][0] == json.loads((first / "cell.json").read_text())
     for cell in study["cells"]:
         assert cell["steps"] == STEPS and [p["step"] for p in cell["curve"]] == [0, 8, 16, 24]
         assert (cell["own"] is None) == cell["name"].startswith("token")  # whole_word is also scored on its own masks
@@ -128,7 +129,7 @@ def test_a_study_killed_mid_cell_resumes_without_redoing_finished_cells(corpus_a
         (["--rates", "0"], r"rates must be in (0, 1]; got 0.0"),
         (["--strategies", ","], "the grid is empty: give at least one value for strategies"),
         (["--corruption", "bert,none"], "corruption must be one of bert, mask-only; got 'none'"),
-        (["--rate-ends", "soon"], "--rate-ends: expected 'none' or numbers"),
+        (["--rate-ends", "soon"], "rate_ends: expected comma-separated numbers or 'none'"),
         (["--jobs", "0"], "jobs must be >= 1; got 0"),
     ],
 )
@@ -151,7 +152,7 @@ def test_a_new_study_refused_by_its_first_cell_leaves_no_study_behind(tmp_path, 
 def test_resume_on_a_study_of_another_grid_is_refused(tmp_path, capsys):
     output = tmp_path / "study"
     output.mkdir()
-    plan = study_config({"output": str(output), "max_steps": 1}, StudyGrid(("token",), (0.15, 0.3))).plan()
+    plan = study_config({"output": str(output), "max_steps": 1, "strategies": "token", "rates": "0.15,0.3"}).plan()
     (output / "study.json").write_text(json.dumps({"plan": plan, "cells": []}))
     assert main(["study", "--output", str(output), "--max-steps", "1", "--strategies", "span", "--resume"]) == 2
     error = capsys.readouterr().err
@@ -161,18 +162,37 @@ def test_resume_on_a_study_of_another_grid_is_refused(tmp_path, capsys):
     assert "already holds a study: pass --resume" in capsys.readouterr().err
 
 
-def test_fine_tuning_scores_each_cell_beside_the_untrained_baseline(reviews_csv, corpus_and_tokenizer, tmp_path, one_thread):
+def test_fine_tuning_scores_each_cell_beside_the_untrained_baseline(corpus_and_tokenizer, tmp_path, one_thread):
     corpus, tokenizer = corpus_and_tokenizer
     base = PretrainConfig(
         loop=LoopConfig(output=str(tmp_path / "study"), max_steps=2, eval_every=2, batch_size=4, cpu=True),
         corpus=(str(corpus),), tokenizer=str(tokenizer), preset="bert-tiny",
     )  # fmt: skip
-    finetune = FinetuneConfig(data=(str(reviews_csv),), group_by="movie", max_length=32,
-                              loop=LoopConfig(**{**vars(FINETUNE_LOOP), "max_steps": 2, "eval_every": 2, "batch_size": 16, "cpu": True}))  # fmt: skip
-    study = run_study(StudyConfig(base=base, grid=StudyGrid(("span",), (0.3,)), finetune=finetune))
+    config = StudyConfig(base=base, grid=StudyGrid(("span",), (0.3,)), finetune=True, finetune_max_steps=2)
+    study = run_study(config)
     assert [c["name"] for c in study["cells"]] == ["span-0.3-bert-seed0", "baseline-seed0"] and study["complete"]
     for cell in study["cells"]:
         assert cell["finetune"]["steps"] == 2 and 0.0 <= cell["finetune"]["accuracy"] <= 1.0
     baseline = tmp_path / "study" / "cells" / "baseline-seed0"
     assert (baseline / "untrained" / "model.safetensors").exists() and "common" not in study["cells"][1]
     assert json.loads((baseline / "finetune" / "results.json").read_text())["config"]["model"] == str(baseline / "untrained")
+
+
+def test_a_study_replays_from_its_config_yaml(corpus_and_tokenizer, tmp_path, capsys, one_thread):
+    corpus, tokenizer = corpus_and_tokenizer
+    first = tmp_path / "first"
+    argv = study_argv(corpus, tokenizer, first, "--jobs", "1")
+    argv[argv.index("--max-steps") + 1] = "2"
+    argv[argv.index("--strategies") + 1] = "token"
+    argv[argv.index("--rates") + 1] = "0.3"
+    assert main(argv) == 0
+    settings = yaml.safe_load((first / "config.yaml").read_text())
+    assert (settings["strategies"], settings["rates"], settings["max_steps"], settings["seed"]) == (["token"], [0.3], 2, 3)
+    again = tmp_path / "again"
+    assert main(["study", "--config", str(first / "config.yaml"), "--output", str(again)]) == 0
+    capsys.readouterr()
+    replayed = StudyExperiment(study_config({**settings, "output": str(again)}))
+    assert json.loads((again / "study.json").read_text())["plan"] == replayed.plan()
+    assert json.loads((again / "study.json").read_text())["plan"] == json.loads((first / "study.json").read_text())["plan"]
+    (cell,) = json.loads((again / "study.json").read_text())["cells"]
+    assert cell["common"] == json.loads((first / "study.json").read_text())["cells"][0]["common"]  # the same run again

@@ -334,7 +334,7 @@ def test_embed_and_search_with_minilm(tmp_path, capsys):
         ("pickled index", "not a plain .npy array"),
         ("empty query", "the query is empty"),
         ("max length", "max_length must be over the 2 special tokens"),
-        ("batch size", "--batch-size must be >= 1"),
+        ("batch size", "batch_size must be >= 1; got 0"),
     ],
 )
 def test_errors_exit_2_with_one_line(case, message, tiny_folder, texts_file, tmp_path, capsys):

@@ -20,7 +20,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from tokenmask.settings import Leaf, build, converted, leaves
+from tokenmask.settings import Leaf, build, converted, leaves, spelled
 from tokenmask.settings import nested_type as _nested_type
 
 
@@ -49,17 +49,25 @@ def add_settings(
         group = groups[section]
         name = leaf.key.replace("_", "-")
         help_text = (leaf.help + _shown_default(leaf)).replace("%", "%%")
+        metavar = leaf.declared.metadata.get("metavar")
         if leaf.declared.metadata.get("positional"):
-            parser.add_argument(leaf.key, nargs="*", metavar=name.upper(), default=argparse.SUPPRESS, help=help_text)
+            counts = ("+", None) if leaf.required else ("*", "?")  # (a list, one value): required or optional
+            nargs = counts[0] if leaf.kind is tuple else counts[1]
+            parser.add_argument(leaf.key, nargs=nargs, metavar=metavar or name.upper(), default=argparse.SUPPRESS, help=help_text)
         elif leaf.kind is bool:
-            group.add_argument(f"--{name}", dest=leaf.key, action="store_true", default=argparse.SUPPRESS, help=help_text)
-        elif leaf.kind is tuple:
-            metavar = "DATA" if leaf.key == "eval" else "PATH"
-            group.add_argument(f"--{name}", dest=leaf.key, nargs="+", metavar=metavar, default=argparse.SUPPRESS, help=help_text)
-        else:
+            action = argparse.BooleanOptionalAction if leaf.default is True else "store_true"  # --keep-models / --no-keep-models
+            group.add_argument(f"--{name}", dest=leaf.key, action=action, default=argparse.SUPPRESS, help=help_text)
+        elif leaf.kind is tuple and not leaf.declared.metadata.get("separator"):
             group.add_argument(
-                f"--{name}", dest=leaf.key, type=leaf.kind, choices=leaf.choices, default=argparse.SUPPRESS, help=help_text
-            )
+                f"--{name}", dest=leaf.key, nargs="+", metavar=metavar or "PATH", required=leaf.required,
+                default=argparse.SUPPRESS, help=help_text,
+            )  # fmt: skip
+        else:  # a comma-separated list is one word, split when the config is built
+            kind = str if leaf.kind is tuple else leaf.kind
+            group.add_argument(
+                f"--{name}", dest=leaf.key, type=kind, choices=leaf.choices, metavar=metavar, required=leaf.required,
+                default=argparse.SUPPRESS, help=help_text,
+            )  # fmt: skip
 
 
 def given_settings(args: argparse.Namespace, config_type: type) -> dict[str, Any]:
@@ -121,4 +129,4 @@ def _section_title(config_type: type, section: tuple[str, ...]) -> str:
 def _shown_default(leaf: Leaf) -> str:
     if leaf.default is None or leaf.default is False or leaf.default in ((), ""):
         return ""
-    return f" (default: {leaf.default:g})" if isinstance(leaf.default, float) else f" (default: {leaf.default})"
+    return f" (default: {spelled(leaf, leaf.default)})"

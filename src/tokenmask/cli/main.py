@@ -12,10 +12,7 @@ import shlex
 import sys
 
 from tokenmask.cli.parser import build_parser
-from tokenmask.train.interrupt import Interrupted  # signal and threading only: --help stays fast
-
-_COUNTS = ("max_length", "batch_size", "max_tokens", "top_k", "max_blocks")
-"""Command options (not config settings, which check themselves) that must be >= 1."""
+from tokenmask.recipes import Interrupted  # signal and threading only: --help stays fast
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,9 +22,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.command_line = shlex.join(["tokenmask", *argv])  # as typed, for the model cards
     try:
-        for name in _COUNTS:
-            if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         return args.run(args)
     except (ValueError, OSError, UnicodeError) as error:
         print(f"tokenmask {args.command}: error: {error}", file=sys.stderr)

@@ -1,49 +1,20 @@
-"""Terminal and JSON views of masked examples and masking audits (rich)."""
+"""What the commands print: masked examples, masking audits, PMI tables, training progress, the fill demo (rich)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tokenmask.blocks.encode import encode_texts
-from tokenmask.blocks.pmi import PmiVocabulary
-from tokenmask.collate.collator import MaskingCollator
-from tokenmask.collate.stream import Shard
-from tokenmask.masking import Outcome
-from tokenmask.text.phrases import Phrases
 from tokenmask.use.audit import Estimate, MaskingAudit
+from tokenmask.use.preview import PmiVocabulary
 
-OUTCOME_NAMES = {Outcome.NONE: "none", Outcome.MASK: "mask", Outcome.RANDOM: "random", Outcome.KEEP: "keep"}
 _STYLES = {"mask": "bold white on red", "random": "bold black on yellow", "keep": "bold black on green"}
-
-
-def masked_examples(
-    texts: Sequence[str], collator: MaskingCollator, *, max_length: int, phrases: Phrases | None = None
-) -> list[dict[str, Any]]:
-    """Mask ``texts`` (ids 0, 1, …) and describe each: tokens before and after, outcome per token.
-
-    ``phrases``: the PMI n-grams and terms to find (strategy 'pmi', ``--mask-terms``)."""
-    tokenizer = collator.tokenizer
-    batch, masked = collator.mask(encode_texts(texts, tokenizer, max_length=max_length, phrases=phrases))
-    examples = []
-    for row, text in enumerate(texts):
-        length = int(batch.lengths[row])
-        original = batch.input_ids[row, :length].tolist()
-        corrupted = masked.input_ids[row, :length].tolist()
-        examples.append(
-            {
-                "text": text,
-                "tokens": tokenizer.convert_ids_to_tokens(original),
-                "inputs": tokenizer.convert_ids_to_tokens(corrupted),
-                "outcomes": [OUTCOME_NAMES[Outcome(o)] for o in masked.outcome[row, :length].tolist()],
-                "labels": masked.labels[row, :length].tolist(),
-            }
-        )
-    return examples
 
 
 def print_masked(examples: Sequence[dict[str, Any]], console: Console | None = None) -> None:
@@ -165,7 +136,7 @@ class ProgressReporter:
     def __init__(self, console: Console | None = None) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.shown = Shard.from_environment().is_main
+        self.shown = os.environ.get("RANK", "0") == "0"  # the launcher's rank (torchrun, accelerate launch)
         self.console = console or Console(highlight=False, quiet=not self.shown)
         self.progress = Progress(
             TextColumn("step {task.completed}"),
@@ -191,6 +162,20 @@ class ProgressReporter:
 
     def step(self, step: int, total: int | None, loss: float, tokens_per_s: float) -> None:
         self.progress.update(self.task, completed=step, total=total, loss=loss, speed=tokens_per_s)
+
+
+@contextlib.contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int | None], None]]:
+    """A bar on stderr while the block runs; yields ``(done, total) -> None`` to move it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), transient=True,
+    )  # fmt: skip
+    with bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def print_fill_demo(model_dir, lines: Sequence[str], console: Console | None = None) -> None:

@@ -1,1 +1,10 @@
-"""The jobs for the training loop: pre-training and fine-tuning (with its classifier and divergence watch), and the augmentation comparison."""
+"""The two jobs for the training loop: pre-training (with its data, plateau guard and model cards) and fine-tuning
+(with its data and divergence watch), each built from one typed config (:mod:`.config`).
+
+:class:`Interrupted` is what a job raises when SIGINT or SIGTERM stopped it (after saving a
+checkpoint): a caller that runs jobs (the command line, the experiments) catches it here.
+"""
+
+from tokenmask.train.interrupt import Interrupted
+
+__all__ = ["Interrupted"]

@@ -1,5 +1,8 @@
 """Masked-LM evaluation: loss, perplexity and accuracy at fixed masks, and pseudo-perplexity.
 
+:func:`evaluate_mlm` scores a model on given blocks (the training loop's evaluation);
+:func:`evaluate_checkpoint` is ``tokenmask evaluate``: a checkpoint on a corpus's blocks.
+
 The evaluation collator uses its own seed and never changes epoch, so every evaluation of a
 run (and of any checkpoint on the same data) sees exactly the same masks. Pseudo-perplexity
 needs no masks to choose: it masks every scorable token in turn.
@@ -22,6 +25,7 @@ from tokenmask.collate.pad import Feature
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.text.token_tables import cached_tables, require_mask_token
 from tokenmask.train.heads import masked_lm_loss
+from tokenmask.use.config import EvaluateConfig
 
 EVAL_SEED_OFFSET = 1_000_003  # eval masks differ from any training epoch's
 
@@ -181,3 +185,46 @@ def pseudo_perplexity(
         pseudo_perplexity=math.exp(min(loss_sum / count, 50.0)),
         scored_tokens=count,
     )
+
+
+@dataclass(frozen=True)
+class CheckpointScores:
+    """What ``tokenmask evaluate`` reports: the fixed-mask metrics on ``blocks`` blocks, and the
+    pseudo-perplexity when it was asked for."""
+
+    blocks: int
+    metrics: MlmMetrics
+    pseudo: PseudoPerplexity | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"blocks": self.blocks, **self.metrics.as_dict(), **(self.pseudo.as_dict() if self.pseudo else {})}
+
+
+def evaluate_checkpoint(config: EvaluateConfig) -> CheckpointScores:
+    """Score ``config.model`` at fixed masks on the blocks a pre-training run with the same corpus
+    and settings uses: a corpus given is evaluated whole (its first blocks), the bundled plays on
+    their held-out side. The masks are the seed's evaluation masks (``seed + EVAL_SEED_OFFSET``).
+
+    Raises:
+        ValueError: a bad checkpoint, tokenizer or corpus, or settings the model does not fit.
+    """
+    import itertools
+
+    from tokenmask.blocks.load import load_blocks, load_phrases
+    from tokenmask.train.models import load_model, paired_tokenizer
+
+    tokenizer = paired_tokenizer(config.model, config.tokenizer)
+    model = load_model(config.model, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
+    units = config.masking.units
+    phrases = load_phrases(config.corpus, tokenizer, units, reading=config.reading, blocks=config.blocks)
+    blocks = load_blocks(config.corpus, tokenizer, reading=config.reading, blocks=config.blocks, phrases=phrases)
+    collator = MaskingCollator.from_config(tokenizer, config.masking, seed=config.seed + EVAL_SEED_OFFSET)
+    sides = (blocks.train, blocks.validation) if config.corpus else (blocks.validation,)
+    data = list(itertools.islice(itertools.chain(*sides), config.max_blocks))
+    device = inference_device()
+    torch.nn.Module.to(model, device)  # (transformers' typing of .to wants a dtype or device kwarg)
+    metrics = evaluate_mlm(model, data, collator, batch_size=32, device=device)
+    pseudo = None
+    if config.pseudo_perplexity:
+        pseudo = pseudo_perplexity(model, data, tokenizer, max_tokens=config.max_tokens, device=device)
+    return CheckpointScores(len(data), metrics, pseudo)

@@ -12,6 +12,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
 from tokenmask.text.token_tables import require_mask_token
 from tokenmask.train.models import check_fits
+from tokenmask.use.config import FillConfig
 from tokenmask.use.evaluate import inference_device
 
 _MASK_SPELLINGS = re.compile(r"\[MASK\]|<mask>", re.IGNORECASE)
@@ -47,6 +48,15 @@ def fill_mask(fill, text: str, *, top_k: int = 5) -> list[list[dict[str, Any]]]:
     if results and isinstance(results[0], dict):  # one mask: the pipeline returns a flat list
         results = [results]
     return [[{"token": r["token_str"].strip(), "score": float(r["score"])} for r in per_mask] for per_mask in results]
+
+
+def predict_masks(config: FillConfig) -> list[list[dict[str, Any]]]:
+    """``tokenmask fill``: :func:`fill_mask` of ``config.text`` (its words joined by spaces) with ``config.model``.
+
+    Raises:
+        ValueError: a bad checkpoint folder, or no mask in the text.
+    """
+    return fill_mask(load_fill_mask(config.model), " ".join(config.text), top_k=config.top_k)
 
 
 def fill_demo(fill, lines: Sequence[str], *, top_k: int = 3) -> list[dict[str, Any]]:

@@ -7,30 +7,34 @@ import re
 
 import pytest
 
+from tokenmask.experiments.study import StudyConfig, StudyExperiment, study_config
+from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS, StudyGrid
+from tokenmask.experiments.study_report import Spread, study_table, summarize, write_study_report
+from tokenmask.experiments.sweep import Cell, check_folder, plan_differences
 from tokenmask.masking.config import MaskingConfig
-from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
-from tokenmask.recipes.study import StudyConfig, check_study_folder, plan_differences, study_config
-from tokenmask.recipes.study_grid import DEFAULT_CELL_TOKENS, Cell, StudyGrid
-from tokenmask.recipes.study_report import Spread, study_table, summarize, write_study_report
+from tokenmask.recipes.config import PretrainConfig
+from tokenmask.settings import flatten
 from tokenmask.train.config import LoopConfig
 
 GRID = StudyGrid(strategies=("token", "span"), rates=(0.15,), seeds=2)
+GRID_SETTINGS = {"strategies": "token,span", "rates": "0.15", "seeds": 2}
 
 
 def test_a_study_without_a_limit_gives_each_cell_the_default_token_budget():
-    config = study_config({"output": "o"}, GRID)
+    config = study_config({"output": "o", **GRID_SETTINGS})
+    assert config.grid == GRID
     assert (config.base.loop.max_tokens, config.base.loop.max_time, config.base.loop.max_steps) == (
         DEFAULT_CELL_TOKENS,
         None,
         None,
     )
-    given = study_config({"output": "o", "max_steps": 5}, GRID)
+    given = study_config({"output": "o", "max_steps": 5})
     assert (given.base.loop.max_steps, given.base.loop.max_tokens) == (5, None)
 
 
 def test_settings_the_grid_sets_per_cell_are_refused():
     with pytest.raises(ValueError, match="strategy is set per cell by the grid"):
-        study_config({"output": "o", "strategy": "span"}, GRID)
+        study_config({"output": "o", "strategy": "span"})
     with pytest.raises(ValueError, match=r"mlm_probability is set per cell by the grid: leave it at its default \(0.15\)"):
         StudyConfig(base=PretrainConfig(loop=LoopConfig(output="o"), masking=MaskingConfig().at_rate(0.3)), grid=GRID)
     with pytest.raises(ValueError, match="--output is required"):
@@ -38,42 +42,49 @@ def test_settings_the_grid_sets_per_cell_are_refused():
 
 
 def test_the_cells_are_the_grid_then_one_baseline_per_seed_when_fine_tuning():
-    config = StudyConfig(
-        base=PretrainConfig(loop=LoopConfig(output="o", seed=4, max_steps=1)), grid=GRID, finetune=FinetuneConfig()
-    )
+    config = StudyConfig(base=PretrainConfig(loop=LoopConfig(output="o", seed=4, max_steps=1)), grid=GRID, finetune=True)
     assert [c.name for c in config.cells()] == [
         "token-0.15-bert-seed4", "token-0.15-bert-seed5", "span-0.15-bert-seed4", "span-0.15-bert-seed5",
         "baseline-seed4", "baseline-seed5",
     ]  # fmt: skip
+    assert config.cells()[-1].folder == "cells/baseline-seed5" and config.cells()[-1].coordinates["point"] == "baseline"
 
 
 def test_plan_differences_name_the_sections_and_keys():
-    plan = study_config({"output": "o", "max_steps": 5}, GRID).plan()
-    other = study_config(
-        {"output": "elsewhere", "max_steps": 5, "lr": 1e-3, "resume": True}, StudyGrid(("token", "span"), (0.3,), seeds=2)
-    )
+    plan = study_config({"output": "o", "max_steps": 5, **GRID_SETTINGS}).plan()
+    other = study_config({"output": "elsewhere", "max_steps": 5, "lr": 1e-3, "resume": True, **GRID_SETTINGS, "rates": "0.3"})
     assert plan_differences(plan, plan) == ""
-    assert (
-        plan_differences(plan, study_config({"output": "x", "max_steps": 5, "resume": True}, GRID).plan()) == ""
-    )  # where, not what
+    where = study_config({"output": "x", "max_steps": 5, "resume": True, **GRID_SETTINGS})
+    assert plan_differences(plan, where.plan()) == ""  # where, not what
     assert plan_differences(plan, other.plan()) == "grid (rates), settings (lr)"
-    tuned = StudyConfig(base=other.base, grid=other.grid, finetune=FinetuneConfig()).plan()
+    tuned = StudyConfig(base=other.base, grid=other.grid, finetune=True).plan()
     assert plan_differences(other.plan(), tuned) == "finetune (on now)"
+    assert plan_differences({"rates": [0.1], "seeds": [0]}, {"rates": [0.2], "seeds": [0]}) == "rates"
 
 
 def test_a_folder_with_a_study_is_refused_without_resume_and_with_another_plan(tmp_path):
-    plan = study_config({"output": str(tmp_path), "max_steps": 5}, GRID).plan()
-    check_study_folder(tmp_path, plan, resume=False)  # nothing there yet
-    (tmp_path / "study.json").write_text(json.dumps({"plan": plan, "cells": []}))
+    study = StudyExperiment(study_config({"output": str(tmp_path), "max_steps": 5, **GRID_SETTINGS}))
+    check_folder(tmp_path, study, resume=False)  # nothing there yet
+    (tmp_path / "study.json").write_text(json.dumps({"plan": study.plan(), "cells": []}))
     with pytest.raises(ValueError, match="already holds a study: pass --resume to continue it"):
-        check_study_folder(tmp_path, plan, resume=False)
-    check_study_folder(tmp_path, plan, resume=True)
-    other = study_config({"output": str(tmp_path), "max_steps": 6}, GRID).plan()
+        check_folder(tmp_path, study, resume=False)
+    check_folder(tmp_path, study, resume=True)
+    other = StudyExperiment(study_config({"output": str(tmp_path), "max_steps": 6, **GRID_SETTINGS}))
     with pytest.raises(ValueError, match=r"--resume: .* holds a study of another plan \(settings \(max_steps\)\)"):
-        check_study_folder(tmp_path, other, resume=True)
+        check_folder(tmp_path, other, resume=True)
+    (tmp_path / "study.json").unlink()
     (tmp_path / "config.yaml").write_text("lr: 1")
-    with pytest.raises(ValueError, match="holds a single run"):
-        check_study_folder(tmp_path, plan, resume=True)
+    with pytest.raises(ValueError, match="holds a single run or another experiment, not a study"):
+        check_folder(tmp_path, study, resume=True)
+
+
+def test_the_study_settings_replay_it_and_name_no_setting_a_cell_sets():
+    config = study_config({"output": "o", "max_steps": 5, "lr": 1e-3, **GRID_SETTINGS, "finetune": True, "jobs": 2})
+    settings = StudyExperiment(config).settings()
+    assert not {"strategy", "mlm_probability", "mlm_probability_end", "eval_masking", "overwrite"} & settings.keys()
+    assert (settings["strategies"], settings["rates"], settings["seeds"], settings["jobs"]) == (["token", "span"], [0.15], 2, 2)
+    assert study_config(settings) == config
+    assert flatten(study_config(settings)) == settings
 
 
 def test_spread_by_hand():
@@ -85,7 +96,7 @@ def test_spread_by_hand():
 
 def finished(cell: Cell, accuracy: float, *, own: float | None = None, tuned: float | None = None) -> dict:
     result = {**cell.describe(), "minutes": 1.5}
-    if cell.strategy is not None:
+    if cell.coordinates["strategy"] is not None:
         result.update(
             steps=10, tokens=4096, common={"loss": 5.0 - accuracy, "perplexity": 99.0, "accuracy": accuracy, "targets": 100}
         )
@@ -102,9 +113,7 @@ def finished(cell: Cell, accuracy: float, *, own: float | None = None, tuned: fl
 @pytest.fixture
 def study_json(tmp_path):
     """A study.json as a study of token and span at 15%, two seeds, with fine-tuning, writes it; one cell pending."""
-    config = StudyConfig(
-        base=PretrainConfig(loop=LoopConfig(output=str(tmp_path), max_steps=10)), grid=GRID, finetune=FinetuneConfig()
-    )
+    config = StudyConfig(base=PretrainConfig(loop=LoopConfig(output=str(tmp_path), max_steps=10)), grid=GRID, finetune=True)
     t0, t1, s0, s1, b0, b1 = config.cells()
     cells = [
         finished(t0, 0.10, tuned=0.70), finished(t1, 0.14, tuned=0.72), finished(s0, 0.20, own=0.25, tuned=0.74),

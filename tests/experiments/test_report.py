@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tokenmask.recipes.report import Figure, Heading, Paragraph, Table, render_report, write_report
+from tokenmask.experiments.report import Figure, Heading, Paragraph, Table, render_report, write_report
 
 # The smallest valid PNG: a 1x1 transparent pixel.
 PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")

@@ -1,10 +1,10 @@
 """What an augmentation comparison shows: tables, plots and ``report.html``, all from ``compare.json``.
 
 :func:`write_compare_report` needs nothing but a folder holding ``compare.json`` (written by
-:func:`tokenmask.recipes.compare.compare_augment`): no model, no data, no training. It draws
+:func:`tokenmask.experiments.compare.compare_augment`): no model, no data, no training. It draws
 ``compare.png`` (the metric against the training-set size, one line per arm) and, with
 corrupted sets, ``robustness.png`` (clean against corrupted, per kind of corruption), and
-writes ``report.html`` with :mod:`tokenmask.recipes.report`. The same tables print on the
+writes ``report.html`` with :mod:`tokenmask.experiments.report`. The same tables print on the
 terminal (:meth:`AugmentComparison.table`).
 """
 
@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenmask.recipes.compare_stats import BASELINE_ARM, CLEAN, Paired
-from tokenmask.recipes.report import REPORT_FILE, Figure, Heading, Paragraph, Part, Table, write_report
+from tokenmask.experiments.compare_stats import BASELINE_ARM, CLEAN, Paired
+from tokenmask.experiments.report import REPORT_FILE, Figure, Heading, Paragraph, Part, Table, write_report
+from tokenmask.plots import pyplot, save_png
 
+COMPARE_FILE = "compare.json"
 COMPARE_PLOT = "compare.png"
 ROBUSTNESS_PLOT = "robustness.png"
 _TEXT_COLUMNS = ("set", "train size", "arm")
@@ -39,6 +41,11 @@ class AugmentComparison:
     @property
     def complete(self) -> bool:
         return bool(self.content.get("complete"))
+
+    @property
+    def finished(self) -> list[Mapping[str, Any]]:
+        """The runs that finished (the record lists the pending ones too)."""
+        return [cell for cell in self.content["cells"] if cell.get("status") != "pending"]
 
     def rows(self, *, sets: str = "clean", metric: str | None = None) -> list[Mapping[str, Any]]:
         """Summary rows of the clean set (``sets="clean"``) or of the corrupted ones (``"corrupted"``)."""
@@ -104,7 +111,7 @@ def runs_table(comparison: AugmentComparison) -> Table:
     rows = [
         [c["size"], c["arm"], c["seed"], c["examples"], c["steps"], f"{c['seconds']:.0f}", c["divergence_warnings"],
          f"{c['scores'][CLEAN][metric]:.4f}"]
-        for c in comparison.content["cells"]
+        for c in comparison.finished
     ]  # fmt: skip
     columns = ["train size", "arm", "seed", "examples", "steps", "seconds", "divergence warnings", f"clean {metric}"]
     return Table(columns, rows, caption="runs")
@@ -124,26 +131,17 @@ def text_table(table: Table) -> str:
 # ---- plots --------------------------------------------------------------------------------
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _examples_by_size(comparison: AugmentComparison) -> dict[str, float]:
     """The mean number of training examples of each size name (``"all"`` -> the full count)."""
     counts: dict[str, list[int]] = {}
-    for cell in comparison.content["cells"]:
+    for cell in comparison.finished:
         counts.setdefault(str(cell["size"]), []).append(int(cell["examples"]))
     return {size: sum(n) / len(n) for size, n in counts.items()}
 
 
 def plot_sizes(comparison: AugmentComparison, path: Path) -> Path:
     """The clean metric against the number of training examples: per arm, mean ± sd over seeds."""
-    plt = _pyplot()
+    plt = pyplot()
     examples = _examples_by_size(comparison)
     figure, axes = plt.subplots(figsize=(6.5, 4))
     for arm in dict.fromkeys(r["arm"] for r in comparison.rows()):
@@ -157,15 +155,13 @@ def plot_sizes(comparison: AugmentComparison, path: Path) -> Path:
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return Path(path)
+    return save_png(figure, path)
 
 
 def plot_robustness(comparison: AugmentComparison, path: Path) -> Path:
     """Clean against corrupted: one panel per (size, kind of corruption), the metric against the
     corruption rate (0 = clean), one line per arm."""
-    plt = _pyplot()
+    plt = pyplot()
     corrupted = comparison.rows(sets="corrupted")
     kinds = list(dict.fromkeys(r["set"].rsplit("-", 1)[0] for r in corrupted))
     sizes = list(dict.fromkeys(r["size"] for r in comparison.rows()))
@@ -184,9 +180,7 @@ def plot_robustness(comparison: AugmentComparison, path: Path) -> Path:
             axes.grid(alpha=0.3)
     grid[0][0].legend(fontsize="small")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return Path(path)
+    return save_png(figure, path)
 
 
 # ---- the page -----------------------------------------------------------------------------
@@ -224,9 +218,8 @@ def write_compare_report(output: str | Path) -> AugmentComparison:
         ValueError: a ``compare.json`` with no finished run.
     """
     output = Path(output)
-    content = json.loads((output / "compare.json").read_text(encoding="utf-8"))
-    if not content.get("cells"):
-        raise ValueError(f"{output / 'compare.json'} holds no finished run yet")
-    comparison = AugmentComparison(str(output), content)
+    comparison = AugmentComparison(str(output), json.loads((output / COMPARE_FILE).read_text(encoding="utf-8")))
+    if not comparison.finished:
+        raise ValueError(f"{output / COMPARE_FILE} holds no finished run yet")
     write_report(output / REPORT_FILE, "[MASK] augmentation in fine-tuning", report_parts(comparison, output))
     return comparison

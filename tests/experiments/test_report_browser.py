@@ -11,9 +11,9 @@ import pytest
 from test_compare import fake_comparison  # the suite imports test modules by basename (unique names)
 from test_study import study_json  # noqa: F401 (a fixture)
 
-from tokenmask.recipes.compare_report import write_compare_report
-from tokenmask.recipes.report import Figure, Heading, Paragraph, Table, write_report
-from tokenmask.recipes.study_report import write_study_report
+from tokenmask.experiments.compare_report import write_compare_report
+from tokenmask.experiments.report import Figure, Heading, Paragraph, Table, write_report
+from tokenmask.experiments.study_report import write_study_report
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 

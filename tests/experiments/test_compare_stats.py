@@ -2,7 +2,7 @@
 
 import pytest
 
-from tokenmask.recipes.compare_stats import Paired, summarize, t_quantile_975
+from tokenmask.experiments.compare_stats import Paired, summarize, t_quantile_975
 
 
 def test_t_quantiles():

@@ -1,6 +1,6 @@
 """The numbers of an augmentation comparison: mean ± sd over seeds, drops under corruption, paired tests.
 
-Pure Python over the per-run scores of :mod:`tokenmask.recipes.compare` (no torch, no model):
+Pure Python over the per-run scores of :mod:`tokenmask.experiments.compare` (no torch, no model):
 :func:`summarize` turns the finished runs into one row per (training size, arm, evaluation set,
 metric). A difference between an arm and rate 0 is judged *paired*: per seed, both ran on the
 same training sample, the same corrupted texts and the same initialisation seed, so the

@@ -12,21 +12,19 @@ import pytest
 
 import tokenmask
 from tokenmask.cli.main import main
-from tokenmask.labelled.robustness import Corruption
-from tokenmask.recipes.compare import (
+from tokenmask.experiments.compare import (
     Arm,
+    CompareConfig,
+    CompareExperiment,
     ComparePlan,
-    _cell_config,
-    _finished,
-    cell_folder,
     check_rates,
-    compare_augment,
-    parse_train_sizes,
+    compare_config,
 )
-from tokenmask.recipes.compare_report import write_compare_report
-from tokenmask.recipes.compare_stats import summarize
+from tokenmask.experiments.compare_report import write_compare_report
+from tokenmask.experiments.compare_stats import summarize
+from tokenmask.experiments.sweep import check_folder
+from tokenmask.labelled.robustness import Corruption
 from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig
-from tokenmask.settings import flatten
 
 TINY_RUN = ["--group-by", "movie", "--batch-size", "16", "--max-length", "32", "--lr", "5e-3", "--cpu"]
 
@@ -41,16 +39,19 @@ def test_bad_rates_and_seeds(rates, seeds, message):
 
 
 def test_plan_arms_sizes_and_refusals():
-    plan = ComparePlan(rates=(0.0, 0.1), seeds=2, train_sizes=(100, None), adaptive=True, first_seed=5)
-    assert [a.name for a in plan.arms] == ["rate-0", "rate-0.1", "adaptive-0.1"] and plan.seed_list == (5, 6)
+    plan = ComparePlan(rates=(0.0, 0.1), seeds=2, train_sizes=(100, None), adaptive=True)
+    assert [a.name for a in plan.arms] == ["rate-0", "rate-0.1", "adaptive-0.1"] and plan.seed_list(5) == (5, 6)
     assert Arm(0.05, adaptive=True).name == "adaptive-0.05"
-    assert parse_train_sizes("100, 300,all") == (100, 300, None)
+    assert compare_config({"output": "o", "max_steps": 1, "train_sizes": "100, 300,all"}).plan.train_sizes == (100, 300, None)
     with pytest.raises(ValueError, match="whole numbers or 'all'"):
-        parse_train_sizes("100,half")
+        compare_config({"output": "o", "max_steps": 1, "train_sizes": "100,half"})
     with pytest.raises(ValueError, match="each training-set size once"):
         ComparePlan(rates=(0.0,), train_sizes=(100, 100))
     with pytest.raises(ValueError, match="starts from a rate above 0"):
         ComparePlan(rates=(0.0,), adaptive=True)
+    assert ComparePlan(robustness=True, corruptions=("typo=0.1,0.2",)).corruption_sets == (
+        Corruption("typo", 0.1), Corruption("typo", 0.2)
+    )  # fmt: skip
 
 
 def fake_comparison(folder: Path, *, complete: bool = True) -> Path:
@@ -65,11 +66,11 @@ def fake_comparison(folder: Path, *, complete: bool = True) -> Path:
                 scores["unk-0.2"] = {"accuracy": clean, "macro_f1": clean - 0.1 + gain}
                 cells.append({"size": size, "examples": examples, "arm": arm, "rate": 0.1, "adaptive": arm.startswith("a"),
                               "seed": seed, "steps": 30, "seconds": 12.0, "divergence_warnings": 0, "scores": scores})  # fmt: skip
-    plan = ComparePlan(rates=(0.0, 0.1), train_sizes=(100, None), adaptive=True,
-                       corruptions=(Corruption("typo", 0.05), Corruption("typo", 0.1), Corruption("unk", 0.2)))  # fmt: skip
+    plan = ComparePlan(rates=(0.0, 0.1), train_sizes=(100, None), adaptive=True, robustness=True,
+                       corruptions=("typo=0.05,0.1", "unk=0.2"))  # fmt: skip
     content = {
         "metric": "macro_f1", "metrics": ["accuracy", "macro_f1"], "budget": "stops at 30 steps", "baseline": "rate-0",
-        "test": "paired t", "plan": plan.to_dict(), "config": {"model": "minilm"}, "complete": complete, "cells": cells,
+        "test": "paired t", "plan": plan.to_dict(0), "config": {"model": "minilm"}, "complete": complete, "cells": cells,
         "summary": [row.to_dict() for row in summarize(cells, ["accuracy", "macro_f1"])],
     }  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
@@ -101,7 +102,6 @@ def test_report_from_compare_json_alone(tmp_path):
     [(["--max-steps", "1", "--rates", "0,x"], "comma-separated numbers"),
      (["--rates", "0,0.1"], "give the length of each run: --epochs, --max-steps, --max-tokens or --max-time"),
      (["--max-steps", "1", "--train-sizes", "10,ten"], "whole numbers or 'all'"),
-     (["--max-steps", "1", "--augment-rate", "0.1"], "give them with --rates"),
      (["--max-steps", "1", "--corruptions", "typo=0.1"], "give --robustness too"),
      (["--max-steps", "1", "--robustness", "--corruptions", "blur=0.1"], "one of typo, delete, unk"),
      (["--max-steps", "1", "--robustness", "--task", "tokens", "x.jsonl"], "not supported")],
@@ -110,6 +110,13 @@ def test_compare_refuses_bad_input_in_one_line(extra, message, tmp_path, capsys)
     assert main(["compare-augment", "--output", str(tmp_path / "o"), *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_augmentation_rate_of_a_comparison_is_its_arms_not_a_flag(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["compare-augment", "--output", str(tmp_path / "o"), "--max-steps", "1", "--augment-rate", "0.1"])
+    assert stopped.value.code == 2 and "unrecognized arguments: --augment-rate" in capsys.readouterr().err
 
 
 def environment() -> dict[str, str]:
@@ -144,7 +151,11 @@ def test_killed_comparison_resumes_and_ends_complete(tiny_mlm_folder, reviews_cs
         process.wait(timeout=30)
         process.stderr.close()
     partial = json.loads((out / "compare.json").read_text())
-    assert not partial["complete"] and [c["arm"] for c in partial["cells"]] == ["rate-0"]
+    assert not partial["complete"] and [c["arm"] for c in partial["cells"] if c["status"] == "finished"] == ["rate-0"]
+    assert len(partial["cells"]) == 8 and partial["cells"][1] == {
+        "name": "size-40/rate-0.2/seed-0", "size": "40", "seed": 0, "arm": "rate-0.2", "rate": 0.2, "adaptive": False,
+        "status": "pending",
+    }  # fmt: skip
     assert not (second / "cell.json").exists()
     finished = (first / "cell.json").stat().st_mtime_ns, (first / "metrics.jsonl").read_text()
 
@@ -169,34 +180,53 @@ def test_killed_comparison_resumes_and_ends_complete(tiny_mlm_folder, reviews_cs
     paired = [r for r in saved["summary"] if r["arm"] == "rate-0.2" and r["metric"] == "macro_f1"]
     assert len(paired) == 4 and all(r["paired"]["n"] == 2 for r in paired)
     assert "clean validation set" in done.stdout and "corrupted validation sets" in done.stdout
-    assert "size 40, rate-0, seed 0: clean macro_f1" in done.stderr + done.stdout and "read back" in done.stderr + done.stdout
+    said = done.stderr + done.stdout
+    assert "cell 2/8 size-40/rate-0.2/seed-0: clean macro_f1" in said and "1 finished before, kept" in said
+    assert "cell 1/8 size-40/rate-0/seed-0: started" not in said  # not redone
     assert (out / "report.html").read_text().count("data:image/png") == 2
 
 
-def test_each_cell_runs_its_own_arm_and_seed(tmp_path):
-    config = FinetuneConfig(loop=replace(FINETUNE_LOOP, output=str(tmp_path), max_steps=3))
-    run = _cell_config(config, tmp_path / "x", Arm(0.2, adaptive=True), 4)
-    assert (run.augment_rate, run.augment_adaptive, run.loop.seed, run.loop.output) == (0.2, True, 4, str(tmp_path / "x"))
-    assert cell_folder(tmp_path, None, Arm(0.2, adaptive=True), 4) == tmp_path / "size-all" / "adaptive-0.2" / "seed-4"
+def test_the_cells_go_size_by_size_then_seed_then_arm(tmp_path):
+    config = compare_config({"output": str(tmp_path), "max_steps": 3, "rates": "0,0.2", "augment_adaptive": True,
+                             "seeds": 2, "train_sizes": "40,all", "seed": 4})  # fmt: skip
+    cells = CompareExperiment(config).cells()
+    assert [c.name for c in cells[:4]] == [
+        "size-40/rate-0/seed-4", "size-40/rate-0.2/seed-4", "size-40/adaptive-0.2/seed-4", "size-40/rate-0/seed-5"
+    ]  # fmt: skip
+    assert cells[2].coordinates == {"size": "40", "seed": 4, "arm": "adaptive-0.2", "rate": 0.2, "adaptive": True}
+    assert len(cells) == 2 * 2 * 3 and cells[-1].folder == "size-all/adaptive-0.2/seed-5"
 
 
-def test_plan_or_rates_not_both(tmp_path):
-    config = FinetuneConfig(loop=replace(FINETUNE_LOOP, output=str(tmp_path), max_steps=3))
-    for kwargs in ({}, {"plan": ComparePlan(rates=(0.0,)), "rates": [0.0]}):
-        with pytest.raises(ValueError, match="a plan, or rates"):
-            compare_augment(config, **kwargs)
+def test_compare_settings_replay_it_and_leave_out_what_each_run_sets(tmp_path):
+    config = compare_config({"output": str(tmp_path), "max_steps": 3, "rates": "0,0.1", "robustness": True,
+                             "corruptions": ["unk=0.2"], "keep_models": False, "jobs": 2})  # fmt: skip
+    settings = CompareExperiment(config).settings()
+    assert "augment_rate" not in settings and settings["augment_adaptive"] is False
+    assert (settings["rates"], settings["corruptions"], settings["keep_models"]) == ([0.0, 0.1], ["unk=0.2"], False)
+    assert compare_config(settings) == config
+    with pytest.raises(ValueError, match="give them with --rates"):
+        compare_config({**settings, "augment_rate": 0.1})
+    with pytest.raises(ValueError, match="give the length of each run"):
+        compare_config({"output": str(tmp_path)})
 
 
-def test_resume_refuses_a_finished_run_with_other_settings_or_sets(tmp_path):
-    config = FinetuneConfig(loop=replace(FINETUNE_LOOP, output=str(tmp_path), max_steps=3))
-    folder, plan = tmp_path / "cell", ComparePlan(rates=(0.0,), corruptions=(Corruption("unk", 0.2),))
-    run = _cell_config(config, folder, Arm(0.0), 0)
-    folder.mkdir()
-    assert _finished(folder, run, plan) is None  # no cell.json: not finished
-    scores = {"clean": {"macro_f1": 0.5}, "unk-0.2": {"macro_f1": 0.4}}
-    (folder / "cell.json").write_text(json.dumps({"config": flatten(run), "scores": scores}))
-    assert _finished(folder, replace(run, loop=replace(run.loop, resume=True)), plan)["scores"] == scores
-    with pytest.raises(ValueError, match="other settings"):
-        _finished(folder, replace(run, loop=replace(run.loop, lr=1e-3)), plan)
-    with pytest.raises(ValueError, match="scored on clean, unk-0.2"):
-        _finished(folder, run, ComparePlan(rates=(0.0,)))
+def test_resume_refuses_a_comparison_of_another_plan_naming_what_differs(tmp_path):
+    config = compare_config({"output": str(tmp_path), "max_steps": 3, "rates": "0,0.1", "robustness": True,
+                             "corruptions": ["unk=0.2"]})  # fmt: skip
+    experiment = CompareExperiment(config)
+    (tmp_path / "compare.json").write_text(json.dumps({"plan": experiment.plan(), "cells": []}))
+    check_folder(tmp_path, experiment, resume=True)
+    lr = CompareExperiment(replace(config, base=config.base.with_loop(lr=1e-3)))
+    with pytest.raises(ValueError, match=r"holds a comparison of another plan \(settings \(lr\)\)"):
+        check_folder(tmp_path, lr, resume=True)
+    sets = CompareExperiment(replace(config, plan=replace(config.plan, corruptions=("unk=0.3",))))
+    with pytest.raises(ValueError, match=r"another plan \(robustness\)"):
+        check_folder(tmp_path, sets, resume=True)
+    with pytest.raises(ValueError, match="already holds a comparison: pass --resume"):
+        check_folder(tmp_path, experiment, resume=False)
+    check_folder(tmp_path, lr, resume=False, overwrite=True)  # --overwrite starts afresh
+
+
+def test_a_comparison_needs_an_output(tmp_path):
+    with pytest.raises(ValueError, match="--output is required"):
+        CompareConfig(base=FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=3)))

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenmask.files import write_text
+
 REPORT_FILE = "report.html"
 
 _STYLE = """
@@ -82,13 +84,8 @@ def render_report(title: str, parts: Sequence[Part]) -> str:
 
 
 def write_report(path: str | Path, title: str, parts: Sequence[Part]) -> Path:
-    """Write :func:`render_report` to ``path`` (through a temporary file, so a crash leaves the old page)."""
-    path = Path(path)
-    text = render_report(title, parts)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
-    return path
+    """Write :func:`render_report` to ``path`` atomically (a crash leaves the old page)."""
+    return write_text(path, render_report(title, parts))
 
 
 def _render(part: Part) -> str:

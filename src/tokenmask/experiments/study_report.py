@@ -4,7 +4,7 @@ Nothing here trains or loads a model, so a report can be rebuilt (or tested) fro
 :func:`write_study_report` ``(OUTPUT)`` reads ``OUTPUT/study.json`` and writes
 ``OUTPUT/curves.png`` (fixed-mask accuracy against training tokens, one line per cell),
 ``OUTPUT/final.png`` (the final scores by strategy and rate, mean and spread over seeds) and
-the self-contained ``OUTPUT/report.html`` (:mod:`tokenmask.recipes.report`).
+the self-contained ``OUTPUT/report.html`` (:mod:`tokenmask.experiments.report`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenmask.recipes.report import REPORT_FILE, Figure, Heading, Paragraph, Part, Table, write_report
-from tokenmask.recipes.study import STUDY_FILE
+from tokenmask.experiments.report import REPORT_FILE, Figure, Heading, Paragraph, Part, Table, write_report
+from tokenmask.plots import pyplot, save_png
 
+STUDY_FILE = "study.json"
 CURVES_PLOT = "curves.png"
 FINAL_PLOT = "final.png"
 
@@ -137,18 +138,9 @@ def cell_rows(study: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     return columns, rows
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
     """Fixed-mask accuracy against training tokens: one line per finished cell, a colour per strategy."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(8, 5))
     strategies = list(dict.fromkeys(c["strategy"] for c in study["cells"] if c.get("strategy")))
     rates = list(dict.fromkeys(c["rate"] for c in study["cells"] if c.get("rate") is not None))
@@ -167,15 +159,13 @@ def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
     if axes.lines:
         axes.legend(fontsize=7, ncol=2)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return Path(path)
+    return save_png(figure, path)
 
 
 def plot_final(study: Mapping[str, Any], path: Path) -> Path:
     """The final scores by strategy (x) and rate schedule and corruption (one series each): each
     seed a dot, the mean ± std a bar; beside it the fine-tuned accuracy, the baseline a line."""
-    plt = _pyplot()
+    plt = pyplot()
     summaries = [s for s in summarize(study) if s.point != "baseline"]
     tuned = study["plan"].get("finetune") is not None
     figure, panels = plt.subplots(1, 1 + tuned, figsize=(7 + 5 * tuned, 4.5), squeeze=False)
@@ -203,9 +193,7 @@ def plot_final(study: Mapping[str, Any], path: Path) -> Path:
         axes.grid(alpha=0.3, axis="y")
         axes.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return Path(path)
+    return save_png(figure, path)
 
 
 def study_parts(study: Mapping[str, Any], folder: Path) -> list[Part]:

@@ -1,0 +1,173 @@
+"""The grid of a pre-training study: which masking each cell trains with, and what each cell is called.
+
+A :class:`StudyGrid` crosses strategies x masking rates x rate schedules x corruptions, and each
+point runs once per seed: ``StudyGrid(("token", "span"), (0.15, 0.3)).cells(first_seed=0)`` gives
+the four cells ``token-0.15-bert-seed0, token-0.3-bert-seed0, span-0.15-bert-seed0,
+span-0.3-bert-seed0``; each axis is declared once, as a setting (its flag, help and YAML key)
+and as an :class:`~tokenmask.experiments.sweep.Axis` of the sweep. :func:`cell_config` turns a
+base :class:`PretrainConfig` into a cell's own: only the masking, the rate schedule, the seed,
+the output folder and the common evaluation differ between cells. No torch here: the command
+line validates a grid before anything loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, cast
+
+from tokenmask.experiments.sweep import Axis, Cell, Coordinates, cross
+from tokenmask.masking.config import COMMAND_LINE_STRATEGIES, Strategy
+from tokenmask.recipes.config import PretrainConfig
+from tokenmask.settings import check, setting
+
+CORRUPTIONS: dict[str, tuple[float, float]] = {"bert": (0.8, 0.1), "mask-only": (1.0, 0.0)}
+"""Corruption name -> (``mask_replace_prob``, ``random_replace_prob``): ``bert`` is 80/10/10,
+``mask-only`` replaces every target by the mask token."""
+
+GRID_KEYS = ("strategy", "mlm_probability", "mlm_probability_end", "mask_replace_prob", "random_replace_prob", "eval_masking")
+"""The pre-training settings each cell sets itself; a study's base config leaves them at their defaults."""
+
+BASELINE = "baseline"
+"""The grid point of the cells that fine-tune the untrained model (``baseline-seed0``, …)."""
+
+
+def study_strategies() -> tuple[str, ...]:
+    """The strategies a study may cross: those the masking config offers on the command line
+    (every strategy but ``given``, which needs spans from the caller). A strategy added to
+    :class:`~tokenmask.masking.config.UnitConfig` (``pmi``) is accepted here as soon as it is there."""
+    return COMMAND_LINE_STRATEGIES
+
+
+@dataclass(frozen=True)
+class StudyGrid:
+    """What the study crosses: every strategy x rate x rate end x corruption, each at ``seeds`` seeds.
+
+    The defaults are the built-in study: 4 strategies x 2 rates x 80/10/10, one seed; with
+    :data:`DEFAULT_CELL_TOKENS` each, about 30 minutes on 2 CPU cores. ``ngram`` (close to
+    ``span``) is left to ``--strategies`` to keep the default within that time.
+
+    Raises:
+        ValueError: an empty axis, an unknown strategy or corruption, a rate outside (0, 1], a
+            value given twice, or fewer than one seed; the message names the axis.
+    """
+
+    strategies: tuple[str, ...] = setting(
+        ("token", "whole_word", "span", "pmi"), separator=",", help="comma-separated masking strategies"
+    )
+    rates: tuple[float, ...] = setting((0.15, 0.3), separator=",", help="comma-separated masking rates")
+    corruptions: tuple[str, ...] = setting(
+        ("bert",), flag="corruption", separator=",", help="comma-separated: bert (80/10/10), mask-only (every target [MASK])"
+    )
+    rate_ends: tuple[float | None, ...] = setting(
+        (None,),
+        separator=",",
+        help="comma-separated rate-schedule ends: none = constant rate, a number = linearly from the cell's rate to it",
+    )
+    seeds: int = setting(1, help="runs per cell, seeds --seed, --seed + 1, …", ge=1)
+
+    def __post_init__(self) -> None:
+        allowed = study_strategies()
+        _check_axis("strategies", self.strategies, lambda s: s in allowed, f"one of {', '.join(allowed)}")
+        _check_axis("rates", self.rates, lambda r: 0.0 < r <= 1.0, "in (0, 1]")
+        _check_axis("corruption", self.corruptions, lambda c: c in CORRUPTIONS, f"one of {', '.join(CORRUPTIONS)}")
+        _check_axis("rate ends", self.rate_ends, lambda r: r is None or 0.0 < r <= 1.0, "'none' or in (0, 1]")
+        check(self)
+
+    def axes(self, first_seed: int = 0) -> tuple[Axis, ...]:
+        """The sweep's axes, slowest first: strategy, rate, rate end, corruption, seed."""
+        return (
+            Axis("strategy", self.strategies),
+            Axis("rate", self.rates),
+            Axis("rate_end", self.rate_ends),
+            Axis("corruption", self.corruptions),
+            Axis("seed", self.seed_list(first_seed)),
+        )
+
+    def seed_list(self, first_seed: int = 0) -> tuple[int, ...]:
+        return tuple(range(first_seed, first_seed + self.seeds))
+
+    def cells(self, first_seed: int = 0) -> list[Cell]:
+        """Every cell, strategy by strategy, then rate, rate end, corruption and seed."""
+        return cross(self.axes(first_seed), name=cell_name, folder=cell_folder, derive=lambda c: {"point": point(c)})
+
+    def describe(self) -> str:
+        """``8 cells: 4 strategies x 2 rates x 1 corruption x 1 seed``."""
+        axes = [(len(self.strategies), "strateg", "y", "ies"), (len(self.rates), "rate", "", "s")]
+        if self.rate_ends != (None,):
+            axes.append((len(self.rate_ends), "rate schedule", "", "s"))
+        axes += [(len(self.corruptions), "corruption", "", "s"), (self.seeds, "seed", "", "s")]
+        count = len(self.cells())
+        return f"{count} cell{'s' * (count != 1)}: " + " x ".join(
+            f"{n} {stem}{one if n == 1 else many}" for n, stem, one, many in axes
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in dataclasses.asdict(self).items()}
+
+
+def baseline_cells(seeds: Sequence[int]) -> list[Cell]:
+    """One cell per seed that fine-tunes the model untrained: ``baseline-seed0``, …"""
+    axes = (Axis("strategy", (None,)), Axis("rate", (None,)), Axis("rate_end", (None,)), Axis("corruption", (None,)))
+    return cross((*axes, Axis("seed", tuple(seeds))), name=cell_name, folder=cell_folder, derive=lambda c: {"point": point(c)})
+
+
+def point(coordinates: Coordinates) -> str:
+    """The grid point, the same for every seed: ``span-0.3-bert``, ``span-0.3to0.15-bert``, or ``baseline``."""
+    if coordinates["strategy"] is None:
+        return BASELINE
+    end = f"to{coordinates['rate_end']:g}" if coordinates["rate_end"] is not None else ""
+    return f"{coordinates['strategy']}-{coordinates['rate']:g}{end}-{coordinates['corruption']}"
+
+
+def cell_name(coordinates: Coordinates) -> str:
+    """``whole_word-0.3-mask-only-seed1``, ``baseline-seed0``."""
+    return f"{point(coordinates)}-seed{coordinates['seed']}"
+
+
+def cell_folder(coordinates: Coordinates) -> str:
+    """``cells/whole_word-0.3-mask-only-seed1``: where the cell's runs are, under the study's folder."""
+    return f"cells/{cell_name(coordinates)}"
+
+
+def cell_config(base: PretrainConfig, coordinates: Coordinates, output: str | Path, *, resume: bool = False) -> PretrainConfig:
+    """``base`` with a cell's masking, rate schedule, seed and output, scored on the common masks.
+
+    Raises:
+        ValueError: a baseline cell (it does not pre-train), or a masking the config refuses.
+    """
+    if coordinates["strategy"] is None:
+        raise ValueError(f"the {BASELINE} cell is not pre-trained")
+    mask, random = CORRUPTIONS[coordinates["corruption"]]
+    masking = base.masking
+    masking = replace(
+        masking,
+        units=replace(masking.units, strategy=cast(Strategy, coordinates["strategy"])),  # checked by UnitConfig
+        selection=replace(masking.selection, mlm_probability=coordinates["rate"]),
+        corruption=replace(masking.corruption, mask_replace_prob=mask, random_replace_prob=random),
+    )
+    loop = replace(base.loop, output=str(output), seed=coordinates["seed"], resume=resume, overwrite=False)
+    return replace(base, masking=masking, mlm_probability_end=coordinates["rate_end"], eval_masking="common", loop=loop)
+
+
+def _check_axis(axis: str, values: Sequence[Any], good, allowed: str) -> None:
+    if not values:
+        raise ValueError(f"the grid is empty: give at least one value for {axis}")
+    for value in values:
+        if not good(value):
+            raise ValueError(f"{axis} must be {allowed}; got {value!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{axis}: each value once, please; got {', '.join(map(str, values))}")
+
+
+DEFAULT_GRID = StudyGrid()
+"""The built-in study (the defaults of :class:`StudyGrid`)."""
+
+DEFAULT_CELL_TOKENS = 1_000_000
+"""Each cell's budget when none is given: 1M training tokens (about 980 steps of 8 x 128), so
+every cell sees the same amount of data whatever its speed or what runs beside it. At the
+default run's 6.6k tokens/s on 2 cores (README), about 2.5 min at 15% and 4 min at 30% (the
+sparse head predicts twice the targets: 1.6x the time per token), plus ~20 s of evaluations,
+checkpoints and set-up per cell: the default grid in about 29 minutes."""
