@@ -14,21 +14,12 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[1] / "src"
 
-ORDER = [
-    {"settings"},
-    {"files"},
-    {"plots"},
-    {"masking"},
-    {"text"},
-    {"blocks"},
-    {"collate", "labelled"},
-    {"train"},
-    {"use"},
-    {"recipes"},
-    {"experiments"},
-    {"cli"},
-]
-"""The stages, lowest first: a package imports only from stages below its own (and from itself)."""
+STAGES = "masking → text → blocks → collate/labelled → train → use → recipes → experiments → cli"
+"""The stated order, as the README's layout section and every package's docstring say it."""
+
+ORDER = [{"settings"}, {"files"}, {"plots"}, *({*stage.split("/")} for stage in STAGES.split(" → "))]
+"""The stages, lowest first: a package imports only from stages below its own (and from itself);
+the top-level modules come before every package."""
 
 CLI_MAY_IMPORT = {"cli", "recipes", "experiments", "use", "settings"}
 """The command line calls the jobs (recipes, experiments, use) and reads the settings: nothing deeper."""
@@ -137,3 +128,14 @@ def test_the_check_sees_a_cycle_and_an_upward_import():
     assert sum(len(targets) for targets in GRAPH.values()) > 300
     assert "tokenmask.masking.config" in GRAPH["tokenmask.collate.collator"]
     assert _stage("masking") < _stage("collate") < _stage("train") < _stage("cli")
+
+
+@pytest.mark.parametrize("package", sorted(set().union(*ORDER[3:])))
+def test_every_package_states_the_same_order(package):
+    docstring = ast.get_docstring(ast.parse((SOURCE / "tokenmask" / package / "__init__.py").read_text(encoding="utf-8")))
+    assert docstring is not None and f"import order: {STAGES}." in docstring
+
+
+def test_the_readme_states_the_same_order():
+    readme = (SOURCE.parent / "README.md").read_text(encoding="utf-8")
+    assert STAGES in " ".join(readme.split())

@@ -230,3 +230,25 @@ def test_resume_refuses_a_comparison_of_another_plan_naming_what_differs(tmp_pat
 def test_a_comparison_needs_an_output(tmp_path):
     with pytest.raises(ValueError, match="--output is required"):
         CompareConfig(base=FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=3)))
+
+
+def test_a_comparison_replays_from_its_config_yaml(tiny_mlm_folder, reviews_csv, tmp_path, capsys):
+    import yaml
+
+    first, again = tmp_path / "first", tmp_path / "again"
+    argv = ["compare-augment", str(reviews_csv), "--model", str(tiny_mlm_folder), "--output", str(first), *TINY_RUN,
+            "--rates", "0,0.2", "--seeds", "1", "--train-sizes", "40", "--max-steps", "2", "--eval-every", "2",
+            "--no-keep-models"]  # fmt: skip
+    assert main(argv) == 0
+    settings = yaml.safe_load((first / "config.yaml").read_text())
+    assert (settings["rates"], settings["train_sizes"], settings["keep_models"], settings["max_steps"]) == (
+        [0.0, 0.2],
+        [40],
+        False,
+        2,
+    )
+    assert main(["compare-augment", "--config", str(first / "config.yaml"), "--output", str(again)]) == 0
+    capsys.readouterr()
+    records = [json.loads((folder / "compare.json").read_text()) for folder in (first, again)]
+    assert records[0]["plan"] == records[1]["plan"] and records[1]["complete"]
+    assert [c["scores"] for c in records[0]["cells"]] == [c["scores"] for c in records[1]["cells"]]  # the same runs again

@@ -7,10 +7,11 @@ import re
 
 import pytest
 
+from tokenmask.experiments.plan import Cell
 from tokenmask.experiments.study import StudyConfig, StudyExperiment, study_config
 from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS, StudyGrid
 from tokenmask.experiments.study_report import Spread, study_table, summarize, write_study_report
-from tokenmask.experiments.sweep import Cell, check_folder, plan_differences
+from tokenmask.experiments.sweep import check_folder, plan_differences
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.settings import flatten

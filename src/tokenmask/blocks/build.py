@@ -11,7 +11,6 @@ Entries are cached by a key over the corpus, the tokenizer and the settings
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sized
@@ -38,6 +37,7 @@ from tokenmask.blocks.pack import PackingCounts
 from tokenmask.blocks.progress import EncodingProgress
 from tokenmask.blocks.shard import SIDES, ChunkCounts, ChunkJob, document_chunks, is_validation, shard_path
 from tokenmask.blocks.workers import default_num_proc, packed_chunks
+from tokenmask.files import write_json
 from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats
 from tokenmask.text.corpus import DEFAULT_BOUNDARY, DocumentBoundary, expand_paths, fingerprint_sources, read_documents
 
@@ -292,7 +292,7 @@ def _write_entry(
         "invalid_utf8": stats.invalid_utf8, "first_invalid_utf8": stats.first_invalid,
         "phrases": job.phrases is not None, "shards": [[c.sides[side].blocks for side in SIDES] for c in done],
     }  # fmt: skip
-    (job.folder / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    write_json(job.folder / META_FILE, meta)
 
 
 def _place_ids(folder: Path, done: list[ChunkCounts]) -> None:

@@ -10,13 +10,13 @@ at encoding: the listed terms, and the PMI n-grams for strategy 'pmi'.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmask.blocks.cache import cache_key, default_cache_root, tokenizer_fingerprint
+from tokenmask.files import write_json
 from tokenmask.masking.config import UnitConfig
 from tokenmask.text.collocations import Collocation, default_min_count, default_vocab_size, rank_collocations
 from tokenmask.text.phrases import Phrases, read_terms, text_words
@@ -100,10 +100,7 @@ def pmi_vocabulary(
         )
     if key is None:
         return vocabulary
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".building-{os.getpid()}-{path.name}")
-    staging.write_text(json.dumps(vocabulary.to_json()), encoding="utf-8")
-    os.replace(staging, path)  # atomic: a reader sees the whole file or none
+    write_json(path, vocabulary.to_json(), indent=None)  # atomic: a reader sees the whole file or none
     return PmiVocabulary.from_json(vocabulary.to_json(), cache=str(path), from_cache=False)
 
 

@@ -22,7 +22,8 @@ from typing import Any
 from tokenmask.experiments.compare_data import load_compare_data
 from tokenmask.experiments.compare_report import COMPARE_FILE, AugmentComparison, write_compare_report
 from tokenmask.experiments.compare_stats import BASELINE_ARM, CLEAN, summarize
-from tokenmask.experiments.sweep import Axis, Cell, Coordinates, SweepRun, cross, run_sweep
+from tokenmask.experiments.plan import RUN_KEYS, Axis, Cell, Coordinates, SweepRun, cross
+from tokenmask.experiments.sweep import run_sweep
 from tokenmask.labelled.robustness import Corruption, parse_corruptions
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.settings import build, check, flatten, setting
@@ -30,7 +31,6 @@ from tokenmask.train.job import QuietReporter, Reporter
 
 SCORED_METRICS = {"classify": ("accuracy", "macro_f1"), "tokens": ("accuracy", "macro_f1", "span_f1")}
 """What every evaluation set is scored by, per task (higher is better for each)."""
-_RUN_KEYS = ("output", "resume", "overwrite")
 _LIMITS = ("epochs", "max_steps", "max_tokens", "max_time")
 
 
@@ -213,7 +213,7 @@ def cell_name(coordinates: Coordinates) -> str:
 
 @dataclass(frozen=True)
 class CompareExperiment:
-    """The comparison as the sweep runner runs it (:class:`~tokenmask.experiments.sweep.Experiment`)."""
+    """The comparison as the sweep runner runs it (:class:`~tokenmask.experiments.plan.Experiment`)."""
 
     config: CompareConfig
     kind: str = "comparison"
@@ -221,7 +221,7 @@ class CompareExperiment:
 
     def plan(self) -> dict[str, Any]:
         """The plan (rates, sizes, seeds, arms, sets) and every run's settings: a resumed comparison must match."""
-        settings = {k: v for k, v in flatten(self.config.base).items() if k not in _RUN_KEYS}
+        settings = {k: v for k, v in flatten(self.config.base).items() if k not in RUN_KEYS}
         return {**self.config.plan.to_dict(self.config.base.loop.seed), "settings": settings}
 
     def settings(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tokenmask.experiments.plan import RUN_KEYS, Cell, SweepRun
 from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
@@ -28,14 +29,12 @@ from tokenmask.experiments.study_grid import (
     cell_config,
 )
 from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
-from tokenmask.experiments.sweep import Cell, SweepRun, run_sweep
+from tokenmask.experiments.sweep import run_sweep
 from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig, PretrainConfig, pretrain_config
 from tokenmask.settings import build, check, flatten, leaves, setting
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter, Reporter
 
-_RUN_KEYS = ("output", "resume", "overwrite")
-"""Settings that say where and how a study runs, not what it trains: not compared on resume."""
 _SCORES = ("loss", "perplexity", "accuracy", "targets")
 """The fixed-mask scores a cell's result keeps (from the last evaluation of metrics.jsonl)."""
 
@@ -108,9 +107,9 @@ class StudyConfig:
 
     def plan(self) -> dict[str, Any]:
         """What the study trains, JSON-ready: the part of ``study.json`` a resumed study must match."""
-        settings = {k: v for k, v in flatten(self.base).items() if k not in (*GRID_KEYS, *_RUN_KEYS)}
+        settings = {k: v for k, v in flatten(self.base).items() if k not in (*GRID_KEYS, *RUN_KEYS)}
         tuned = self.finetune_config
-        finetune = None if tuned is None else {k: v for k, v in flatten(tuned).items() if k not in (*_RUN_KEYS, "model", "seed")}
+        finetune = None if tuned is None else {k: v for k, v in flatten(tuned).items() if k not in (*RUN_KEYS, "model", "seed")}
         return {"grid": self.grid.to_dict(), "settings": settings, "finetune": finetune}
 
     def settings(self) -> dict[str, Any]:
@@ -147,7 +146,7 @@ def study_config(settings: Mapping[str, Any]) -> StudyConfig:
 
 @dataclass(frozen=True)
 class StudyExperiment:
-    """The study as the sweep runner runs it (:class:`~tokenmask.experiments.sweep.Experiment`)."""
+    """The study as the sweep runner runs it (:class:`~tokenmask.experiments.plan.Experiment`)."""
 
     config: StudyConfig
     kind: str = "study"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from tokenmask.experiments.sweep import Axis, Cell, Coordinates, cross
+from tokenmask.experiments.plan import Axis, Cell, Coordinates, cross
 from tokenmask.masking.config import COMMAND_LINE_STRATEGIES, Strategy
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.settings import check, setting

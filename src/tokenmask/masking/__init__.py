@@ -22,6 +22,8 @@ Changing a strategy is one edit where the definition is shared and two where it 
 A new strategy is a name in :data:`~tokenmask.masking.config.Strategy`, a branch of
 :func:`build_units` and its unit function in both unit modules. Names are imported lazily, so
 that ``tokenmask.masking.config`` (used by ``tokenmask --help``) does not pull in numpy and torch.
+
+Its place in the one-way import order: masking → text → blocks → collate/labelled → train → use → recipes → experiments → cli.
 """
 
 import importlib

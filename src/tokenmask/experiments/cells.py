@@ -1,0 +1,199 @@
+"""Running a sweep's cells: one after another in this process, or several in processes of their own.
+
+Each cell runs under its folder's lock (two sweeps never run the same cell) and writes its
+marker, ``cell.json`` (its result), last and atomically: a cell with it is finished, any other
+is not. Cells in processes are spawned (no forked torch threads), each on its share of the
+cores, and stop with the sweep, saving a checkpoint first. :class:`Relay` passes a cell's
+progress bar and warnings on, not its set-up lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from tokenmask.experiments.plan import Cell, Experiment, SweepRun
+from tokenmask.files import write_json
+from tokenmask.train.job import QuietReporter, Reporter
+
+MARKER = "cell.json"
+"""A finished cell's result, in its folder: written last, atomically."""
+
+_LOCK = ".lock"
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    """The result of a finished cell (``folder/cell.json``), or None if it has not finished."""
+    path = folder / MARKER
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:  # written atomically, so only a hand-edited file: run the cell again
+        return None
+
+
+def run_cell(
+    experiment: Experiment, cell: Cell, output: Path, reporter: Reporter = QuietReporter(), *, resume: bool, command: str | None
+) -> dict[str, Any]:
+    """Run one cell under its lock and write its marker last; returns its result."""
+    folder = output / cell.folder
+    began = time.perf_counter()
+    with cell_lock(folder):
+        (folder / MARKER).unlink(missing_ok=True)  # a cell run again (overwrite) is unfinished until it ends
+        result = experiment.run_cell(cell, folder, reporter, resume=resume, command=command)
+        result = {"name": cell.name, **result, "minutes": (time.perf_counter() - began) / 60, "status": "finished"}
+        write_json(folder / MARKER, result)
+    return result
+
+
+@contextlib.contextmanager
+def cell_lock(folder: Path) -> Iterator[None]:
+    """Hold ``folder/.lock`` while a cell runs, so two sweeps (a resumed one and an orphaned
+    process of a killed one) never run the same cell at once. The lock goes with the process.
+
+    Raises:
+        ValueError: another process holds it.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): no protection
+        yield
+        return
+    with (folder / _LOCK).open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{folder} is being run by another process: wait for it, or stop it first") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class Relay:
+    """A cell's progress bar and warnings for the sweep's reporter, not its set-up lines (the
+    sweep says what each cell is)."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+
+    def message(self, text: str) -> None:
+        if text.startswith(("warning", "resuming from")):
+            self.reporter.message(text)
+
+    def step(self, step: int, total: int | None, loss: float, tokens_per_s: float) -> None:
+        self.reporter.step(step, total, loss, tokens_per_s)
+
+
+OnResult = Callable[[dict[str, Any]], None]
+
+
+def run_cells(
+    experiment: Experiment,
+    run: SweepRun,
+    pending: Sequence[Cell],
+    every: Sequence[Cell],
+    reporter: Reporter,
+    *,
+    command: str | None,
+    on_result: OnResult,
+) -> None:
+    """Run ``pending`` (``run.jobs`` at a time), calling ``on_result`` as each finishes."""
+    label = {cell.name: f"cell {number}/{len(every)} {cell.name}" for number, cell in enumerate(every, 1)}
+    resume = run.resume and not run.overwrite
+    if run.jobs == 1:
+        for cell in pending:
+            reporter.message(f"{label[cell.name]}: started")
+            result = run_cell(experiment, cell, run.output, Relay(reporter), resume=resume, command=command)
+            reporter.message(f"{label[cell.name]}: {experiment.finished_line(result)}")
+            on_result(result)
+        return
+    _run_in_processes(experiment, run, pending, reporter, command=command, on_result=on_result, label=label)
+
+
+def _run_in_processes(
+    experiment: Experiment,
+    run: SweepRun,
+    cells: Sequence[Cell],
+    reporter: Reporter,
+    *,
+    command: str | None,
+    on_result: OnResult,
+    label: Mapping[str, str],
+) -> None:
+    """Up to ``run.jobs`` cells at once, each in a spawned process with its share of the cores."""
+    from multiprocessing.connection import wait
+
+    context = multiprocessing.get_context("spawn")  # no forked torch or tokenizer threads
+    threads = max(1, (os.cpu_count() or 1) // run.jobs)
+    waiting = list(cells)
+    running: dict[int, tuple[Any, Cell, Any]] = {}  # sentinel -> (process, cell, receiving end)
+    try:
+        while waiting or running:
+            while waiting and len(running) < run.jobs:
+                cell = waiting.pop(0)
+                receiver, sender = context.Pipe(duplex=False)
+                arguments = (experiment, cell, run, command, threads, sender)
+                process = context.Process(target=_cell_process, args=arguments, daemon=False)
+                process.start()
+                sender.close()
+                running[process.sentinel] = (process, cell, receiver)
+                reporter.message(f"{label[cell.name]}: started (process {process.pid})")
+            for sentinel in wait(list(running)):
+                process, cell, receiver = running.pop(cast(int, sentinel))
+                outcome: tuple[str, Any] = (
+                    receiver.recv() if receiver.poll() else ("error", f"its process ended with exit code {process.exitcode}")
+                )
+                process.join()
+                if outcome[0] != "done":
+                    raise ValueError(f"cell {cell.name}: {outcome[1]}")
+                reporter.message(f"{label[cell.name]}: {experiment.finished_line(outcome[1])}")
+                on_result(outcome[1])
+    finally:
+        for process, _, _ in running.values():
+            if process.is_alive():
+                process.terminate()  # SIGTERM: the cell's loop saves a checkpoint and stops
+        for process, _, _ in running.values():
+            process.join()
+
+
+def _cell_process(experiment: Experiment, cell: Cell, run: SweepRun, command: str | None, threads: int, sender: Any) -> None:
+    """A cell's process: stops with the sweep, works on ``threads`` threads, sends its outcome."""
+    _stop_with_parent()
+    import torch
+
+    from tokenmask.train.interrupt import Interrupted
+
+    torch.set_num_threads(threads)
+    try:
+        resume = run.resume and not run.overwrite
+        outcome: tuple[str, Any] = ("done", run_cell(experiment, cell, run.output, resume=resume, command=command))
+    except (ValueError, OSError, Interrupted) as error:
+        outcome = ("error", str(error))
+    with contextlib.suppress(OSError):  # the sweep may be gone
+        sender.send(outcome)
+
+
+def _stop_with_parent(poll_seconds: float = 1.0) -> None:
+    """Send this process SIGTERM once, when the sweep's process is gone (even killed by SIGKILL),
+    so no orphan runs on: the cell's loop then saves a checkpoint and stops (``--resume``
+    continues it). A watching thread, not Linux's PR_SET_PDEATHSIG, which fires once per thread
+    of a multi-threaded parent, and the loop takes a second signal as "stop now, unsaved"."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stop-with-sweep", daemon=True).start()

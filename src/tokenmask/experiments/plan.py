@@ -1,0 +1,140 @@
+"""The plan of a sweep: its axes, the cells they cross into, and what an experiment tells the runner.
+
+An experiment (the study, the augmentation comparison) declares its factors as :class:`Axis`
+values; :func:`cross` turns them into :class:`Cell` s, each one run in its own folder. The
+:class:`Experiment` protocol is everything :func:`tokenmask.experiments.sweep.run_sweep` needs to
+know about one: its plan as JSON, its cells, how one runs, what its record says. A new factor
+is one more axis, not new plumbing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tokenmask.train.job import Reporter
+
+RUN_KEYS = ("output", "resume", "overwrite")
+"""Settings that say where and how a run goes, not what it trains: no part of a plan compared on resume."""
+
+Coordinates = Mapping[str, Any]
+"""A cell's place in the plan, JSON-ready: ``{"strategy": "span", "rate": 0.3, "seed": 0}``."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One factor of a plan: its values, crossed with the other axes'.
+
+    A value is a coordinate under the axis's ``name``, or a mapping of several coordinates
+    that go together (an augmentation arm is ``{"arm": "adaptive-0.1", "rate": 0.1, "adaptive": True}``).
+    """
+
+    name: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep: its ``name`` in the record and messages, its ``folder`` under
+    OUTPUT, and its ``coordinates``."""
+
+    name: str
+    folder: str
+    coordinates: Coordinates
+
+    def describe(self) -> dict[str, Any]:
+        """The cell as the record lists it while pending: name and coordinates."""
+        return {"name": self.name, **self.coordinates}
+
+
+def cross(
+    axes: Sequence[Axis],
+    *,
+    name: Callable[[Coordinates], str],
+    folder: Callable[[Coordinates], str],
+    derive: Callable[[Coordinates], Coordinates] | None = None,
+) -> list[Cell]:
+    """Every combination of the axes' values, the first axis slowest; ``name`` and ``folder``
+    spell each cell's coordinates, ``derive`` adds coordinates computed from them (listed first).
+
+    ``cross([Axis("rate", (0.1, 0.2)), Axis("seed", (0, 1))], …)`` gives the cells of
+    ``(0.1, 0), (0.1, 1), (0.2, 0), (0.2, 1)``.
+    """
+    cells = []
+    for values in itertools.product(*(axis.values for axis in axes)):
+        coordinates: dict[str, Any] = {}
+        for axis, value in zip(axes, values):
+            coordinates.update(value if isinstance(value, Mapping) else {axis.name: value})
+        if derive is not None:
+            coordinates = {**derive(coordinates), **coordinates}
+        cells.append(Cell(name(coordinates), folder(coordinates), coordinates))
+    return cells
+
+
+class Experiment(Protocol):
+    """What :func:`run_sweep` runs. An implementation is a frozen dataclass of configs, so it
+    pickles into the processes of ``jobs``."""
+
+    @property
+    def kind(self) -> str:
+        """What the sweep is called in messages: ``"study"``, ``"comparison"``."""
+        ...
+
+    @property
+    def record_file(self) -> str:
+        """The record's name in OUTPUT: ``"study.json"``."""
+        ...
+
+    def plan(self) -> dict[str, Any]:
+        """What the sweep runs, JSON-ready: a resumed sweep must have the same."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """The flat settings that replay the sweep (written to ``OUTPUT/config.yaml``)."""
+        ...
+
+    def cells(self) -> list[Cell]: ...
+
+    def prepare(self, finished: int) -> str:
+        """Check and load what every cell needs (bad input fails here, before anything is
+        written); returns the sweep's first lines: the plan in words, ``finished`` cells read back."""
+        ...
+
+    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, resume: bool, command: str | None) -> dict[str, Any]:
+        """Run ``cell`` in ``folder``; returns its result (JSON-ready). ``resume``: its runs
+        continue from their checkpoints."""
+        ...
+
+    def finished_line(self, result: Mapping[str, Any]) -> str:
+        """What a finished cell's line says after its name: ``done in 3.1 min; accuracy 0.71``."""
+        ...
+
+    def summary(self, finished: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The record's fields beside plan and cells, from the results so far (tables, tests)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """Where and how a sweep runs (not what it runs: that is the experiment's plan).
+
+    Attributes:
+        output: the sweep's folder.
+        resume: continue the sweep in ``output``.
+        overwrite: start afresh in an ``output`` that holds this kind of sweep (every cell again).
+        jobs: cells run at once, each in its own process (1 = in this process).
+    """
+
+    output: Path
+    resume: bool = False
+    overwrite: bool = False
+    jobs: int = 1
+
+    def __post_init__(self) -> None:
+        if not str(self.output):
+            raise ValueError("--output is required: the folder the sweep writes to")
+        if self.jobs < 1:
+            raise ValueError(f"jobs must be >= 1; got {self.jobs}")
