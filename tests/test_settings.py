@@ -9,7 +9,7 @@ import pytest
 
 from tokenmask.masking.config import MaskingConfig, SelectionConfig
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
-from tokenmask.settings import build, check, flatten, leaves, setting
+from tokenmask.settings import bounds, build, check, flatten, leaves, setting, spelled
 
 
 @dataclass(frozen=True)
@@ -81,3 +81,65 @@ def test_one_limit_rule_for_both_recipes():
 def test_fine_tuning_has_its_own_loop_defaults():
     assert (FinetuneConfig().loop.lr, FinetuneConfig().loop.batch_size) == (1e-4, 32)
     assert (PretrainConfig().loop.lr, PretrainConfig().loop.batch_size) == (2e-3, 8)
+
+
+@dataclass(frozen=True)
+class Lists:
+    name: str = setting(help="required: no default")
+    rates: tuple[float, ...] = setting((0.15, 0.3), help="rates", separator=",")
+    sizes: tuple[int | None, ...] = setting((None,), help="sizes", separator=",", none="all")
+    keep: bool = setting(True, help="keep")
+
+
+@dataclass(frozen=True)
+class Outer:
+    lists: Lists = setting(help="the lists", exclude=("keep",), reword={"rates": "the outer rates"})
+    loop_seed: int = setting(0, help="seed", ge=0)
+    demo: Demo = setting(factory=Demo, help="the demo", only=("steps",))
+
+
+def test_lists_are_read_from_words_and_yaml_lists_and_spelled_back():
+    # "100, all" (one command-line word, comma-separated) and [100, null] (YAML) give the same tuple
+    assert build(Lists, {"name": "x", "rates": "0.1, 0.2", "sizes": "100,all"}) == Lists("x", (0.1, 0.2), (100, None))
+    assert build(Lists, {"name": "x", "sizes": [100, None]}).sizes == (100, None)
+    assert flatten(Lists("x")) == {"name": "x", "rates": [0.15, 0.3], "sizes": [None], "keep": True}
+    rates, sizes = (leaf for leaf in leaves(Lists) if leaf.key in ("rates", "sizes"))
+    assert (spelled(rates, (0.15, 0.3)), spelled(sizes, (None, 100))) == ("0.15,0.3", "all,100")
+    for bad, message in (("0,x", "rates: expected comma-separated numbers, e.g. 0.1,0.2; got '0,x'"),):
+        with pytest.raises(ValueError, match=message):
+            build(Lists, {"name": "x", "rates": bad})
+    with pytest.raises(ValueError, match=r"sizes: expected comma-separated whole numbers or 'all', e\.g\. 100,300,all"):
+        build(Lists, {"name": "x", "sizes": "10,1.5"})
+
+
+def test_a_required_setting_is_asked_for_by_name():
+    assert [leaf.key for leaf in leaves(Lists) if leaf.required] == ["name"]
+    with pytest.raises(ValueError, match="name is required"):
+        build(Lists, {"rates": "0.1"})
+
+
+def test_a_nested_config_offers_only_what_its_field_declares_in_the_words_it_gives():
+    keys = {leaf.key: leaf for leaf in leaves(Outer)}
+    assert list(keys) == ["name", "rates", "sizes", "loop_seed", "steps"]  # keep excluded; only steps of Demo
+    assert keys["rates"].help == "the outer rates" and keys["sizes"].help == "sizes"
+    built = build(Outer, {"name": "n", "rates": "0.5", "steps": 3})
+    assert (built.lists.rates, built.lists.keep, built.demo.steps, built.demo.share) == ((0.5,), True, 3, 0.5)
+    with pytest.raises(ValueError, match="unknown setting 'keep'"):
+        build(Outer, {"name": "n", "keep": False})
+    with pytest.raises(ValueError, match="unknown setting 'share'"):
+        build(Outer, {"name": "n", "share": 0.1})
+    assert "keep" not in flatten(built) and "share" not in flatten(built)
+
+
+def test_a_nested_default_is_its_fields_own_not_what_the_class_resolves():
+    # FinetuneConfig resolves a 9-minute limit when none is given; as a nested default, that
+    # would ride along beside a limit the user gives (a comparison of --max-steps 60 cut at 9 min)
+    from tokenmask.experiments.compare import CompareConfig, compare_config
+
+    assert compare_config({"output": "o", "max_steps": 60}).base.loop.max_time is None
+    assert {leaf.key: leaf.default for leaf in leaves(CompareConfig)}["max_time"] is None
+    assert build(FinetuneConfig, {}).loop.max_time == 9.0  # alone, the default limit still applies
+
+
+def test_bounds_in_words():
+    assert [bounds(leaf.declared.metadata) for leaf in leaves(Demo)] == [">= 1", "in (0, 1]", "", ">= 1", ""]

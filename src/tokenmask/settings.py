@@ -130,12 +130,13 @@ def leaves(
     """
     hints = _hints(config_type)
     for f in dataclasses.fields(config_type):
-        default = getattr(defaults, f.name) if defaults is not None else _field_default(f)
         if dataclasses.is_dataclass(hints[f.name]):
+            default = getattr(defaults, f.name) if defaults is not None else _nested_default(f, hints[f.name])
             inner = _offered(keep, f.metadata.get("exclude", ()), f.metadata.get("only"))
             helps = {**f.metadata.get("reword", {}), **(reword or {})}  # the outer config's words win
             yield from leaves(hints[f.name], default, (*prefix, f.name), keep=inner, reword=helps)
             continue
+        default = getattr(defaults, f.name) if defaults is not None else _field_default(f)
         kind, optional, choices = _describe(hints[f.name])
         item, item_optional, _ = _describe(get_args(_without_none(hints[f.name]))[0]) if kind is tuple else (str, False, None)
         leaf = Leaf((*prefix, f.name), f, kind, optional, f.metadata.get("choices") or choices, default, item, item_optional)
@@ -191,8 +192,8 @@ def build(config_type: type, values: Mapping[str, Any], defaults: Any = None) ->
     Settings not in ``values`` keep their defaults (from ``defaults``, else the fields' own).
 
     Raises:
-        ValueError: a key that is no setting of ``config_type``, a value of the wrong type,
-            or any check of the configs themselves.
+        ValueError: a key that is no setting of ``config_type``, a value of the wrong type, a
+            required setting missing, or any check of the configs themselves.
     """
     return _assemble(config_type, defaults, converted(config_type, values), ())
 
@@ -280,18 +281,29 @@ def _assemble(config_type: type, defaults: Any, given: dict[tuple[str, ...], Any
         path = (*prefix, f.name)
         default = getattr(defaults, f.name) if defaults is not None else MISSING
         if dataclasses.is_dataclass(hints[f.name]):
-            base = default if default is not MISSING else _field_default(f)
+            base = default if default is not MISSING else _nested_default(f, hints[f.name])
             keywords[f.name] = _assemble(hints[f.name], base, given, path)
         elif path in given:
             keywords[f.name] = given[path]
         elif default is not MISSING:
             keywords[f.name] = default
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise ValueError(f"{f.metadata.get('flag') or f.name} is required")
     return config_type(**keywords)
 
 
 def nested_type(config_type: type, name: str) -> type:
     """The config class of the nested field ``name`` of ``config_type``."""
     return _hints(config_type)[name]
+
+
+def _nested_default(f: dataclasses.Field, nested: type) -> Any:
+    """The defaults of a nested config field: None (its fields' own, read one by one) when the
+    factory is the class itself, else the instance the factory makes (a study's base config
+    with its own budget). Not an instance made by the class itself: its ``__post_init__`` may
+    resolve what was not given (a default time limit), which would then pass for a default
+    beside the settings the user gives."""
+    return None if f.default_factory is nested else _field_default(f)
 
 
 def _field_default(f: dataclasses.Field) -> Any:
