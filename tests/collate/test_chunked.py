@@ -7,7 +7,7 @@ from itertools import islice
 import pytest
 import torch
 
-from tokenmask.collate.chunked import ChunkBatches, StreamPosition, positioned_batches
+from tokenmask.collate.chunked import ChunkBatches, RatedStream, StreamPosition, positioned_batches
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.rate import RateSchedule
 from tokenmask.text.config import ReadingConfig
@@ -99,3 +99,21 @@ def test_a_rate_schedule_masks_each_micro_batch_at_its_steps_rate_whatever_the_w
             positioned_batches(chunk_batches(corpus, bert_tokenizer, start=start, rate=RATE), first=cut + 1), 12 - cut - 1
         )
         assert all(same(a, b) and p == q for (a, p), (b, q) in zip(resumed, scheduled[cut + 1 :]))
+
+
+def test_a_new_horizon_reads_on_from_where_the_stream_stands(corpus, bert_tokenizer, monkeypatch):
+    """The rates change at micro-batch 5 (a new horizon): the same stream reads on, once, and each
+    micro-batch is masked at its rate under the schedule in force when it is taken."""
+    reads = []
+    documents = DocumentStream.documents
+    monkeypatch.setattr(DocumentStream, "documents", lambda self, *a, **k: reads.append(k) or documents(self, *a, **k))
+    rated = RatedStream(chunk_batches(corpus, bert_tokenizer, rate=RATE))
+    before = taken(rated.batches(RATE), 5)
+    later = RateSchedule(0.3, 0.1, horizon=4, grad_accum=4)
+    after = taken(rated.batches(later), 7)
+    assert len(reads) == 1 and rated.taken == 12
+    rates = [(RATE if number < 5 else later).rate_of(number) for number in range(12)]  # 0.3 x4, 0.2, 0.25 x3, 0.2 x4
+    at = {rate: taken(positioned_batches(chunk_batches(corpus, bert_tokenizer, mlm_probability=rate)), 12) for rate in set(rates)}
+    for number, (batch, position) in enumerate(before + after):
+        expected, at_position = at[rates[number]][number]
+        assert position == at_position and same(batch, expected), number

@@ -131,16 +131,54 @@ def positioned_batches(
     :func:`~tokenmask.collate.stream.micro_batches`); the micro-batches of the start position's
     chunk that it counts as done are passed over. With a ``chunks.rate`` schedule each
     micro-batch is collated here, at the rate of its number in the run: ``first`` for the first
-    one yielded (the micro-batches the run took before the start position), then one more each.
+    one yielded (the micro-batches the run took before the start position), then one more each
+    (:class:`RatedStream`).
     """
-    skip, number_in_run = chunks.start.batch, first
+    if chunks.rate is not None:
+        yield from RatedStream(chunks, first=first, workers=workers, pin_memory=pin_memory).batches(chunks.rate)
+        return
+    for batch, _, position in _positioned(chunks, workers=workers, pin_memory=pin_memory):
+        yield batch, position
+
+
+class RatedStream:
+    """A rank's streamed micro-batches under a masking-rate schedule: blocks read once, collated
+    here, each at its step's rate.
+
+    The rate depends on the schedule's horizon, which a token or time limit fits as the run
+    goes. A new horizon is a new :class:`~tokenmask.collate.rate.RateSchedule` for
+    :meth:`batches`, which reads on from where the stream stands: the corpus is not read again
+    up to the position (a Hub dataset not downloaded again), and the blocks already packed ahead
+    are masked at the new rates.
+
+    Args:
+        chunks: the rank's chunks, packed and shuffled but not collated (``chunks.rate`` set).
+        first: the number in the run of the first micro-batch (those taken before the start position).
+        workers, pin_memory: as :func:`positioned_batches`.
+    """
+
+    def __init__(self, chunks: ChunkBatches, *, first: int = 0, workers: int = 0, pin_memory: bool = False) -> None:
+        if chunks.rate is None:
+            raise ValueError("a RatedStream collates blocks that ChunkBatches left uncollated: give it a rate")
+        self.collator = chunks.collator
+        self.taken = first
+        """The run's micro-batches handed out so far (the next one's number)."""
+        self._blocks = _positioned(chunks, workers=workers, pin_memory=pin_memory)
+
+    def batches(self, rate: RateSchedule) -> Iterator[tuple[dict[str, Any], StreamPosition]]:
+        """The next micro-batches, each collated at ``rate``'s rate for its number, with the position after it."""
+        for blocks, masks_of, position in self._blocks:
+            batch = self.collator.collate(blocks, epoch=masks_of, mlm_probability=rate.rate_of(self.taken))
+            self.taken += 1
+            yield batch, position
+
+
+def _positioned(chunks: ChunkBatches, *, workers: int, pin_memory: bool) -> Iterator[tuple[Any, int, StreamPosition]]:
+    """``(micro-batch, masks_of, position after it)`` from ``chunks``' start position on: the
+    micro-batch collated, or its list of blocks when ``chunks.rate`` leaves collating to the caller."""
+    skip = chunks.start.batch
     for item in micro_batches(chunks, workers=workers, pin_memory=pin_memory, prefetch=2):
         for number in range(skip, len(item["batches"])):
-            batch = item["batches"][number]
-            if chunks.rate is not None:
-                rate = chunks.rate.rate_of(number_in_run)
-                batch = chunks.collator.collate(batch, epoch=int(item["masks_of"]), mlm_probability=rate)
             position = StreamPosition(int(item["epoch"]), int(item["chunk"]), int(item["first_document"]), number + 1)
-            yield batch, position
-            number_in_run += 1
+            yield item["batches"][number], int(item["masks_of"]), position
         skip = 0

@@ -19,7 +19,7 @@ import torch
 from tokenmask.blocks.entry import PretrainBlocks
 from tokenmask.blocks.load import load_blocks
 from tokenmask.blocks.streamed import held_out_blocks
-from tokenmask.collate.chunked import ChunkBatches, StreamPosition, positioned_batches
+from tokenmask.collate.chunked import ChunkBatches, RatedStream, StreamPosition, positioned_batches
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.rate import RateSchedule
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
@@ -66,6 +66,49 @@ class StreamCursor:
 
     def load(self, state: dict[str, Any]) -> None:
         self.now = StreamPosition.from_dict(state)
+
+
+class StreamedBatches:
+    """A streamed run's micro-batches, ``(skip, horizon, device) -> micro-batches``, and where
+    the stream stands (:attr:`cursor`, saved in checkpoints).
+
+    Each call reads from the cursor on. With a masking-rate schedule, a call that continues
+    where the last one stopped (the horizon moved, so the rates did) reads on from the same
+    :class:`~tokenmask.collate.chunked.RatedStream` instead of reading the corpus again up to
+    the cursor.
+    """
+
+    def __init__(
+        self, config: PretrainConfig, stream: DocumentStream, tokenizer: PreTrainedTokenizerBase, collator: MaskingCollator,
+        *, validation_share: float | None, phrases: Phrases | None,
+    ) -> None:  # fmt: skip
+        self.config, self.stream, self.tokenizer, self.collator = config, stream, tokenizer, collator
+        self.validation_share, self.phrases = validation_share, phrases
+        self.cursor = StreamCursor()
+        self.rated: RatedStream | None = None
+
+    def __call__(self, skip: int, horizon: int | None, device: torch.device) -> Iterator[dict[str, Any]]:
+        rate = rate_schedule(self.config, horizon)
+        workers, pin_memory = loader_workers(self.config, device), device.type == "cuda"
+        positioned: Iterator[tuple[dict[str, Any], StreamPosition]]
+        if rate is None:
+            positioned = positioned_batches(self._chunks(None), first=skip, workers=workers, pin_memory=pin_memory)
+        else:
+            if self.rated is None or self.rated.taken != skip:  # else the run goes on from where the reading stands
+                self.rated = RatedStream(self._chunks(rate), first=skip, workers=workers, pin_memory=pin_memory)
+            positioned = self.rated.batches(rate)
+        cursor = self.cursor
+        for batch, cursor.now in positioned:
+            yield batch
+
+    def _chunks(self, rate: RateSchedule | None) -> ChunkBatches:
+        """The stream's chunks from the cursor on (collated in workers without a rate schedule)."""
+        config, loop = self.config, self.config.loop
+        return ChunkBatches(
+            self.stream, self.tokenizer, self.collator, block_length=config.blocks.max_length, batch_size=loop.batch_size,
+            seed=loop.seed, characters=config.blocks.chunk_characters, validation_share=self.validation_share,
+            dupe_factor=config.dupe_factor, start=self.cursor.now, phrases=self.phrases, rate=rate,
+        )  # fmt: skip
 
 
 def pretrain_data(
@@ -130,25 +173,14 @@ def _streamed(
             DocumentStream(config.corpus, config.reading), tokenizer, block_length=config.blocks.max_length,
             count=config.eval_blocks, validation_share=share, phrases=phrases,
         )  # fmt: skip
-    cursor, loop = StreamCursor(), config.loop
-
-    def batches(skip: int, horizon: int | None, device: torch.device) -> Iterator[dict[str, Any]]:
-        chunks = ChunkBatches(
-            stream, tokenizer, collator, block_length=config.blocks.max_length, batch_size=loop.batch_size,
-            seed=loop.seed, characters=config.blocks.chunk_characters, validation_share=share,
-            dupe_factor=config.dupe_factor, start=cursor.now, phrases=phrases, rate=rate_schedule(config, horizon),
-        )  # fmt: skip
-        workers = loader_workers(config, device)
-        for batch, cursor.now in positioned_batches(chunks, first=skip, workers=workers, pin_memory=device.type == "cuda"):
-            yield batch
-
+    batches = StreamedBatches(config, stream, tokenizer, collator, validation_share=share, phrases=phrases)
     held = "the evaluation corpus" if config.eval_corpus else f"{config.blocks.validation_share:.0%} of documents held out"
     summary = (
         f"{_corpus_name(config)}, streamed: blocks of {config.blocks.max_length} tokens packed as read, shuffled within chunks of "
         f"{config.blocks.chunk_characters:,} characters; scored on {len(evaluation):,} blocks of {held}"
     )
     scored_on = "evaluation corpus" if config.eval_corpus else "validation"
-    return PretrainData(evaluation, summary, summary, scored_on, batches, cursor)
+    return PretrainData(evaluation, summary, summary, scored_on, batches, batches.cursor)
 
 
 def _corpus_name(config: PretrainConfig) -> str:
