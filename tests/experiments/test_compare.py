@@ -17,7 +17,6 @@ from tokenmask.experiments.compare import (
     CompareConfig,
     CompareExperiment,
     ComparePlan,
-    check_rates,
     compare_config,
 )
 from tokenmask.experiments.compare_report import write_compare_report
@@ -30,12 +29,20 @@ TINY_RUN = ["--group-by", "movie", "--batch-size", "16", "--max-length", "32", "
 
 
 @pytest.mark.parametrize(
-    "rates, seeds, message",
-    [([], 3, "at least one"), ([0.1, 1.0], 3, "in [0, 1)"), ([0.1, 0.1], 3, "each rate once"), ([0.1], 0, "seeds must be >= 1")],
+    "changes, message",
+    [
+        ({"rates": ()}, "the grid is empty: give at least one value for rates"),
+        ({"rates": (0.1, 1.0)}, "rates must be in [0, 1); got 1.0"),
+        ({"rates": (0.1, 0.1)}, "rates: each value once, please"),
+        ({"seeds": 0}, "seeds must be >= 1; got 0"),
+        ({"train_sizes": ()}, "give at least one value for train sizes"),
+        ({"train_sizes": (0,)}, "train sizes must be whole numbers >= 1 or 'all'; got 0"),
+        ({"train_sizes": (100, 100)}, "train sizes: each value once"),
+    ],
 )
-def test_bad_rates_and_seeds(rates, seeds, message):
+def test_bad_plans_are_refused_naming_the_axis(changes, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace(")", r"\)")):
-        check_rates(rates, seeds)
+        ComparePlan(**changes)
 
 
 def test_plan_arms_sizes_and_refusals():
@@ -45,8 +52,6 @@ def test_plan_arms_sizes_and_refusals():
     assert compare_config({"output": "o", "max_steps": 1, "train_sizes": "100, 300,all"}).plan.train_sizes == (100, 300, None)
     with pytest.raises(ValueError, match="whole numbers or 'all'"):
         compare_config({"output": "o", "max_steps": 1, "train_sizes": "100,half"})
-    with pytest.raises(ValueError, match="each training-set size once"):
-        ComparePlan(rates=(0.0,), train_sizes=(100, 100))
     with pytest.raises(ValueError, match="starts from a rate above 0"):
         ComparePlan(rates=(0.0,), adaptive=True)
     assert ComparePlan(robustness=True, corruptions=("typo=0.1,0.2",)).corruption_sets == (

@@ -82,10 +82,12 @@ def test_a_folder_with_a_study_is_refused_without_resume_and_with_another_plan(t
 def test_the_study_settings_replay_it_and_name_no_setting_a_cell_sets():
     config = study_config({"output": "o", "max_steps": 5, "lr": 1e-3, **GRID_SETTINGS, "finetune": True, "jobs": 2})
     settings = StudyExperiment(config).settings()
-    assert not {"strategy", "mlm_probability", "mlm_probability_end", "eval_masking", "overwrite"} & settings.keys()
+    assert not {"strategy", "mlm_probability", "mlm_probability_end", "eval_masking", "overwrite", "resume"} & settings.keys()
     assert (settings["strategies"], settings["rates"], settings["seeds"], settings["jobs"]) == (["token", "span"], [0.15], 2, 2)
     assert study_config(settings) == config
-    assert flatten(study_config(settings)) == settings
+    assert flatten(study_config(settings)) == {**settings, "resume": False}
+    resumed = study_config({"output": "o", "max_steps": 5, **GRID_SETTINGS, "resume": True})
+    assert "resume" not in StudyExperiment(resumed).settings()  # a replay of a resumed study does not resume
 
 
 def test_spread_by_hand():

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from tokenmask.experiments.study_grid import DEFAULT_GRID, StudyGrid, baseline_cells, cell_config, study_strategies
-from tokenmask.masking.config import MaskingConfig
+from tokenmask.experiments.study_grid import DEFAULT_GRID, StudyGrid, baseline_cells, cell_config
+from tokenmask.masking.config import COMMAND_LINE_STRATEGIES, MaskingConfig
 from tokenmask.recipes.config import COMMON_EVAL_MASKING, PretrainConfig
 from tokenmask.recipes.pretrain import evaluation_maskings
 from tokenmask.train.config import LoopConfig
@@ -45,12 +45,13 @@ def test_rate_schedules_and_baselines_are_named_apart():
 
 def test_the_default_grid_is_four_strategies_at_two_rates():
     assert DEFAULT_GRID.describe() == "8 cells: 4 strategies x 2 rates x 1 corruption x 1 seed"
-    assert set(DEFAULT_GRID.strategies) <= set(study_strategies())
+    assert set(DEFAULT_GRID.strategies) <= set(COMMAND_LINE_STRATEGIES)
 
 
 def test_the_strategies_are_the_masking_configs_own_command_line_choices():
-    choices = study_strategies()
-    assert {"token", "whole_word", "span", "ngram"} <= set(choices) and "given" not in choices
+    assert set(COMMAND_LINE_STRATEGIES) == {"token", "whole_word", "span", "ngram", "pmi"}
+    with pytest.raises(ValueError, match="strategies must be one of token, whole_word, span, ngram, pmi; got 'given'"):
+        StudyGrid(strategies=("given",))
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from tokenmask.experiments.plan import Cell, Experiment, SweepRun
+from tokenmask.experiments.plan import Cell, Experiment, SweepRun, plan_digest
 from tokenmask.files import write_json
 from tokenmask.train.job import QuietReporter, Reporter
 
@@ -30,27 +30,37 @@ MARKER = "cell.json"
 _LOCK = ".lock"
 
 
-def read_marker(folder: Path) -> dict[str, Any] | None:
-    """The result of a finished cell (``folder/cell.json``), or None if it has not finished."""
+def read_marker(folder: Path, digest: str) -> dict[str, Any] | None:
+    """The result of a cell finished under the plan of ``digest`` (``folder/cell.json``), or None
+    if it has not finished.
+
+    Raises:
+        ValueError: the cell finished under another plan (a folder left by another sweep).
+    """
     path = folder / MARKER
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        result = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:  # written atomically, so only a hand-edited file: run the cell again
         return None
+    if result.get("plan") != digest:
+        raise ValueError(f"{path} was written by a sweep of another plan: choose another --output")
+    return result
 
 
 def run_cell(
-    experiment: Experiment, cell: Cell, output: Path, reporter: Reporter = QuietReporter(), *, resume: bool, command: str | None
-) -> dict[str, Any]:
-    """Run one cell under its lock and write its marker last; returns its result."""
+    experiment: Experiment, cell: Cell, output: Path, reporter: Reporter = QuietReporter(), *,
+    loaded: Any, resume: bool, command: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Run one cell under its lock and write its marker last (with the plan's digest); returns its result."""
     folder = output / cell.folder
     began = time.perf_counter()
     with cell_lock(folder):
         (folder / MARKER).unlink(missing_ok=True)  # a cell run again (overwrite) is unfinished until it ends
-        result = experiment.run_cell(cell, folder, reporter, resume=resume, command=command)
-        result = {"name": cell.name, **result, "minutes": (time.perf_counter() - began) / 60, "status": "finished"}
+        result = experiment.run_cell(cell, folder, reporter, loaded=loaded, resume=resume, command=command)
+        minutes = (time.perf_counter() - began) / 60
+        result = {"name": cell.name, **result, "minutes": minutes, "status": "finished", "plan": plan_digest(experiment.plan())}
         write_json(folder / MARKER, result)
     return result
 
@@ -105,16 +115,17 @@ def run_cells(
     every: Sequence[Cell],
     reporter: Reporter,
     *,
+    loaded: Any,
     command: str | None,
     on_result: OnResult,
 ) -> None:
-    """Run ``pending`` (``run.jobs`` at a time), calling ``on_result`` as each finishes."""
+    """Run ``pending`` (``run.jobs`` at a time), calling ``on_result`` as each finishes; cells in
+    this process get ``loaded``, those in processes of their own load it again there."""
     label = {cell.name: f"cell {number}/{len(every)} {cell.name}" for number, cell in enumerate(every, 1)}
-    resume = run.resume and not run.overwrite
     if run.jobs == 1:
         for cell in pending:
             reporter.message(f"{label[cell.name]}: started")
-            result = run_cell(experiment, cell, run.output, Relay(reporter), resume=resume, command=command)
+            result = run_cell(experiment, cell, run.output, Relay(reporter), loaded=loaded, resume=run.continues, command=command)
             reporter.message(f"{label[cell.name]}: {experiment.finished_line(result)}")
             on_result(result)
         return
@@ -176,8 +187,8 @@ def _cell_process(experiment: Experiment, cell: Cell, run: SweepRun, command: st
 
     torch.set_num_threads(threads)
     try:
-        resume = run.resume and not run.overwrite
-        outcome: tuple[str, Any] = ("done", run_cell(experiment, cell, run.output, resume=resume, command=command))
+        result = run_cell(experiment, cell, run.output, loaded=experiment.load(), resume=run.continues, command=command)
+        outcome: tuple[str, Any] = ("done", result)
     except (ValueError, OSError, Interrupted) as error:
         outcome = ("error", str(error))
     with contextlib.suppress(OSError):  # the sweep may be gone

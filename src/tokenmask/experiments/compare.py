@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokenmask.experiments.compare_data import load_compare_data
+from tokenmask.experiments.compare_data import CompareData, load_compare_data
 from tokenmask.experiments.compare_report import COMPARE_FILE, AugmentComparison, write_compare_report
 from tokenmask.experiments.compare_stats import BASELINE_ARM, CLEAN, summarize
-from tokenmask.experiments.plan import RUN_KEYS, Axis, Cell, Coordinates, SweepRun, cross
+from tokenmask.experiments.plan import RUN_KEYS, Axis, Cell, Coordinates, SweepRun, check_axis, cross
 from tokenmask.experiments.sweep import run_sweep
 from tokenmask.labelled.robustness import Corruption, parse_corruptions
 from tokenmask.recipes.config import FinetuneConfig
@@ -94,19 +94,13 @@ class ComparePlan:
     )
 
     def __post_init__(self) -> None:
-        check_rates(self.rates, self.seeds)
-        if not self.train_sizes:
-            raise ValueError("give at least one training-set size")
-        for size in self.train_sizes:
-            if size is not None and size < 1:
-                raise ValueError(f"training-set sizes must be >= 1 (or 'all'); got {size}")
-        if len(set(self.train_sizes)) != len(self.train_sizes):
-            raise ValueError(f"each training-set size once, please; got {', '.join(map(size_name, self.train_sizes))}")
+        check(self)
+        check_axis("rates", self.rates, lambda r: 0.0 <= r < 1.0, "in [0, 1)")
+        check_axis("train sizes", self.train_sizes, lambda n: n is None or n >= 1, "whole numbers >= 1 or 'all'")
         if self.adaptive and not any(self.rates):
             raise ValueError("adaptive augmentation starts from a rate above 0: give one in --rates")
         if self.corruptions and not self.robustness:
             raise ValueError("--corruptions chooses the sets of --robustness: give --robustness too")
-        check(self)
         if self.robustness:
             parse_corruptions(self.corruptions)  # malformed sets are refused here, before anything runs
 
@@ -145,7 +139,19 @@ class CompareConfig:
     """
 
     base: FinetuneConfig = setting(
-        factory=FinetuneConfig, help="fine-tuning (every run)", exclude=("augment_rate", "augment_adaptive")
+        factory=FinetuneConfig,
+        help="fine-tuning (every run)",
+        exclude=("augment_rate", "augment_adaptive"),
+        reword={
+            "output": "the comparison's folder: OUTPUT/compare.json, report.html and plots, each run in "
+            "OUTPUT/size-S/ARM/seed-N; required",
+            "resume": "continue the comparison in OUTPUT: finished runs are kept as they are, an interrupted one "
+            "continues from its newest checkpoint, the others start",
+            "overwrite": "run every cell again in an OUTPUT that holds a comparison",
+            "seed": "the first seed: the runs of each size and arm use seeds SEED .. SEED + --seeds - 1",
+            "max_time": "stop each run after this many minutes, counted across resumes (each run's length is "
+            "required: --max-steps, --max-tokens, --max-time or --epochs)",
+        },
     )
     plan: ComparePlan = setting(factory=ComparePlan, help="the comparison")
     jobs: int = setting(1, help="runs trained at once, each in its own process", ge=1)
@@ -193,19 +199,6 @@ def size_name(size: int | None) -> str:
     return "all" if size is None else str(size)
 
 
-def check_rates(rates: Sequence[float], seeds: int) -> None:
-    """Raises ValueError for no rate, a rate outside [0, 1), a rate given twice, or seeds below 1."""
-    if not rates:
-        raise ValueError("give at least one augmentation rate")
-    for rate in rates:
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"augmentation rates must be in [0, 1); got {rate}")
-    if len(set(rates)) != len(rates):
-        raise ValueError(f"each rate once, please; got {', '.join(map(str, rates))}")
-    if seeds < 1:
-        raise ValueError(f"seeds must be >= 1; got {seeds}")
-
-
 def cell_name(coordinates: Coordinates) -> str:
     """``size-100/rate-0.1/seed-0``: the cell's name and its folder under OUTPUT."""
     return f"size-{coordinates['size']}/{coordinates['arm']}/seed-{coordinates['seed']}"
@@ -225,7 +218,8 @@ class CompareExperiment:
         return {**self.config.plan.to_dict(self.config.base.loop.seed), "settings": settings}
 
     def settings(self) -> dict[str, Any]:
-        return flatten(self.config)
+        """The flat settings that replay the comparison (``config.yaml``); a replay neither resumes nor overwrites unasked."""
+        return {key: value for key, value in flatten(self.config).items() if key not in ("resume", "overwrite")}
 
     def cells(self) -> list[Cell]:
         """Size by size, then seed, then arm (each seed's arms side by side, for the paired tests)."""
@@ -237,22 +231,27 @@ class CompareExperiment:
         )
         return cross(axes, name=cell_name, folder=cell_name)
 
-    def prepare(self, finished: int) -> str:
-        """Read and encode the data (once in this process); what was read, and the runs."""
+    def load(self) -> CompareData:
+        """The data every run draws its sample and its sets from, read and encoded once."""
+        return load_compare_data(self.config.base)
+
+    def introduce(self, loaded: CompareData, finished: int) -> str:
+        """What was read, and the runs."""
         base = self.config.base
-        data = load_compare_data(base)
         kept = f"; {finished} finished before, kept" if finished else ""
         runs = f"comparison: {len(self.cells())} runs, each {base.loop.describe_limits(epochs=base.epochs)}{kept}"
-        return f"{data.full.describe()}\n{runs}"
+        return f"{loaded.full.describe()}\n{runs}"
 
-    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, resume: bool, command: str | None) -> dict[str, Any]:
+    def run_cell(
+        self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: CompareData, resume: bool, command: str | None
+    ) -> dict[str, Any]:
         """Fine-tune one cell on its training sample, score it on every set; returns its record."""
         from tokenmask.recipes.finetune import BEST_FOLDER, finetune
         from tokenmask.train.runs import CHECKPOINTS
         from tokenmask.use.classifier_scores import evaluate_classifier
 
         base, where = self.config.base, cell.coordinates
-        data = load_compare_data(base)
+        data = loaded
         loop = replace(base.loop, output=str(folder), seed=where["seed"], resume=resume)
         run = replace(base, loop=loop, augment_rate=where["rate"], augment_adaptive=where["adaptive"])
         size = None if where["size"] == "all" else int(where["size"])

@@ -2,8 +2,9 @@
 
 Every cell of a comparison fine-tunes on a stratified sample of the same training examples
 and is scored on the same validation set and its corrupted copies. :func:`load_compare_data`
-reads, splits and encodes them once in each process that runs cells (the comparison's own, or
-each of its ``jobs``), and :class:`CompareData` hands each cell its sample and its sets.
+reads, splits and encodes them (the sweep runner does it once in each process that runs cells:
+the comparison's own, or each of its ``jobs``), and :class:`CompareData` hands each cell its
+sample and its sets.
 """
 
 from __future__ import annotations
@@ -65,12 +66,8 @@ def _ids_after(examples: list[LabelledExample], first: int) -> list[LabelledExam
     return [{**e, "id": first + i} for i, e in enumerate(examples)]
 
 
-_LOADED: dict[FinetuneConfig, CompareData] = {}
-"""This process's data, by the settings it was read with (the base config of a comparison)."""
-
-
 def load_compare_data(config: FinetuneConfig) -> CompareData:
-    """Read, split and encode once per process; keep the examples for samples and corrupted sets.
+    """Read, split and encode the data of ``config``; keep the examples for samples and corrupted sets.
 
     Raises:
         ValueError: data that cannot be read, split or encoded (:func:`~tokenmask.recipes.finetune_data.load_finetune_split`).
@@ -78,10 +75,7 @@ def load_compare_data(config: FinetuneConfig) -> CompareData:
     from tokenmask.recipes.finetune_data import load_finetune_split
     from tokenmask.train.classifier import load_classifier_tokenizer
 
-    key = replace(config, loop=replace(config.loop, resume=False, overwrite=False))
-    if key not in _LOADED:
-        tokenizer = load_classifier_tokenizer(config.model)
-        full, train, validation = load_finetune_split(config, tokenizer)
-        strata = [getattr(e, "label", "") for e in train] if config.task == "classify" else [""] * len(train)
-        _LOADED[key] = CompareData(full, strata, train, validation, tokenizer, config.loop.batch_size)
-    return _LOADED[key]
+    tokenizer = load_classifier_tokenizer(config.model)
+    full, train, validation = load_finetune_split(config, tokenizer)
+    strata = [getattr(e, "label", "") for e in train] if config.task == "classify" else [""] * len(train)
+    return CompareData(full, strata, train, validation, tokenizer, config.loop.batch_size)

@@ -9,7 +9,9 @@ is one more axis, not new plumbing.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,14 +100,20 @@ class Experiment(Protocol):
 
     def cells(self) -> list[Cell]: ...
 
-    def prepare(self, finished: int) -> str:
-        """Check and load what every cell needs (bad input fails here, before anything is
-        written); returns the sweep's first lines: the plan in words, ``finished`` cells read back."""
+    def load(self) -> Any:
+        """What every cell needs, read once in each process that runs cells (the comparison's
+        encoded data; None for none). Bad input fails here, before anything is written."""
         ...
 
-    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, resume: bool, command: str | None) -> dict[str, Any]:
-        """Run ``cell`` in ``folder``; returns its result (JSON-ready). ``resume``: its runs
-        continue from their checkpoints."""
+    def introduce(self, loaded: Any, finished: int) -> str:
+        """The sweep's first lines: what was read, the plan in words, ``finished`` cells read back."""
+        ...
+
+    def run_cell(
+        self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: Any, resume: bool, command: str | None
+    ) -> dict[str, Any]:
+        """Run ``cell`` in ``folder`` with what :meth:`load` gave; returns its result (JSON-ready).
+        ``resume``: its runs continue from their checkpoints."""
         ...
 
     def finished_line(self, result: Mapping[str, Any]) -> str:
@@ -134,7 +142,30 @@ class SweepRun:
     jobs: int = 1
 
     def __post_init__(self) -> None:
-        if not str(self.output):
-            raise ValueError("--output is required: the folder the sweep writes to")
         if self.jobs < 1:
             raise ValueError(f"jobs must be >= 1; got {self.jobs}")
+
+    @property
+    def continues(self) -> bool:
+        """Whether finished cells are read back and the others' runs resume (``overwrite`` wins over ``resume``)."""
+        return self.resume and not self.overwrite
+
+
+def plan_digest(plan: Mapping[str, Any]) -> str:
+    """A short fingerprint of a plan, which every finished cell's marker carries: ``"3f2a9c…"`` (16 hex digits)."""
+    return hashlib.sha256(json.dumps(plan, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def check_axis(name: str, values: Sequence[Any], good: Callable[[Any], bool], allowed: str) -> None:
+    """Refuse an axis with no value, a value not ``good``, or a value given twice.
+
+    ``check_axis("rates", (0.15, 2.0), lambda r: 0 < r <= 1, "in (0, 1]")`` ->
+    ``ValueError: rates must be in (0, 1]; got 2.0``.
+    """
+    if not values:
+        raise ValueError(f"the grid is empty: give at least one value for {name}")
+    for value in values:
+        if not good(value):
+            raise ValueError(f"{name} must be {allowed}; got {value!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name}: each value once, please; got {', '.join(map(str, values))}")

@@ -113,8 +113,9 @@ class StudyConfig:
         return {"grid": self.grid.to_dict(), "settings": settings, "finetune": finetune}
 
     def settings(self) -> dict[str, Any]:
-        """The flat settings that replay the study (``config.yaml``): all but what each cell sets."""
-        return flatten(self)
+        """The flat settings that replay the study (``config.yaml``): all but what each cell sets,
+        and where the study ran but not how (a replay neither resumes nor overwrites unasked)."""
+        return {key: value for key, value in flatten(self).items() if key not in ("resume", "overwrite")}
 
 
 def study_config(settings: Mapping[str, Any]) -> StudyConfig:
@@ -161,7 +162,11 @@ class StudyExperiment:
     def cells(self) -> list[Cell]:
         return self.config.cells()
 
-    def prepare(self, finished: int) -> str:
+    def load(self) -> None:
+        """Nothing: each cell reads its corpus as a pre-training run does (through the block cache)."""
+        return None
+
+    def introduce(self, loaded: None, finished: int) -> str:
         """The study's first line: the grid, the budget of each cell, the common evaluation."""
         base, tuned = self.config.base, self.config.finetune_config
         after = f"; each model then fine-tuned ({tuned.loop.describe_limits()}), beside an untrained baseline" if tuned else ""
@@ -172,7 +177,9 @@ class StudyExperiment:
             f"{base.eval_mlm_probability:g}{after}{kept}"
         )
 
-    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, resume: bool, command: str | None) -> dict[str, Any]:
+    def run_cell(
+        self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: None, resume: bool, command: str | None
+    ) -> dict[str, Any]:
         """Pre-train the cell (a baseline cell: nothing), then fine-tune it with ``finetune``.
 
         The result: the cell's coordinates; for a pre-trained cell ``steps``, ``tokens``,

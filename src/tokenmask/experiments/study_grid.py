@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from tokenmask.experiments.plan import Axis, Cell, Coordinates, cross
+from tokenmask.experiments.plan import Axis, Cell, Coordinates, check_axis, cross
 from tokenmask.masking.config import COMMAND_LINE_STRATEGIES, Strategy
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.settings import check, setting
@@ -32,13 +32,6 @@ GRID_KEYS = ("strategy", "mlm_probability", "mlm_probability_end", "mask_replace
 
 BASELINE = "baseline"
 """The grid point of the cells that fine-tune the untrained model (``baseline-seed0``, …)."""
-
-
-def study_strategies() -> tuple[str, ...]:
-    """The strategies a study may cross: those the masking config offers on the command line
-    (every strategy but ``given``, which needs spans from the caller). A strategy added to
-    :class:`~tokenmask.masking.config.UnitConfig` (``pmi``) is accepted here as soon as it is there."""
-    return COMMAND_LINE_STRATEGIES
 
 
 @dataclass(frozen=True)
@@ -69,12 +62,12 @@ class StudyGrid:
     seeds: int = setting(1, help="runs per cell, seeds --seed, --seed + 1, …", ge=1)
 
     def __post_init__(self) -> None:
-        allowed = study_strategies()
-        _check_axis("strategies", self.strategies, lambda s: s in allowed, f"one of {', '.join(allowed)}")
-        _check_axis("rates", self.rates, lambda r: 0.0 < r <= 1.0, "in (0, 1]")
-        _check_axis("corruption", self.corruptions, lambda c: c in CORRUPTIONS, f"one of {', '.join(CORRUPTIONS)}")
-        _check_axis("rate ends", self.rate_ends, lambda r: r is None or 0.0 < r <= 1.0, "'none' or in (0, 1]")
         check(self)
+        allowed = COMMAND_LINE_STRATEGIES  # every strategy but 'given', whose spans come from the caller
+        check_axis("strategies", self.strategies, lambda s: s in allowed, f"one of {', '.join(allowed)}")
+        check_axis("rates", self.rates, lambda r: 0.0 < r <= 1.0, "in (0, 1]")
+        check_axis("corruption", self.corruptions, lambda c: c in CORRUPTIONS, f"one of {', '.join(CORRUPTIONS)}")
+        check_axis("rate ends", self.rate_ends, lambda r: r is None or 0.0 < r <= 1.0, "'none' or in (0, 1]")
 
     def axes(self, first_seed: int = 0) -> tuple[Axis, ...]:
         """The sweep's axes, slowest first: strategy, rate, rate end, corruption, seed."""
@@ -150,16 +143,6 @@ def cell_config(base: PretrainConfig, coordinates: Coordinates, output: str | Pa
     )
     loop = replace(base.loop, output=str(output), seed=coordinates["seed"], resume=resume, overwrite=False)
     return replace(base, masking=masking, mlm_probability_end=coordinates["rate_end"], eval_masking="common", loop=loop)
-
-
-def _check_axis(axis: str, values: Sequence[Any], good, allowed: str) -> None:
-    if not values:
-        raise ValueError(f"the grid is empty: give at least one value for {axis}")
-    for value in values:
-        if not good(value):
-            raise ValueError(f"{axis} must be {allowed}; got {value!r}")
-    if len(set(values)) != len(values):
-        raise ValueError(f"{axis}: each value once, please; got {', '.join(map(str, values))}")
 
 
 DEFAULT_GRID = StudyGrid()

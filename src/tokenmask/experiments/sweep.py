@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmask.experiments.cells import read_marker, run_cells
-from tokenmask.experiments.plan import Cell, Experiment, SweepRun
+from tokenmask.experiments.plan import Cell, Experiment, SweepRun, plan_digest
 from tokenmask.files import write_json
 from tokenmask.train.job import QuietReporter, Reporter
 
@@ -49,13 +49,14 @@ def run_sweep(
         Interrupted: SIGINT or SIGTERM (the running cells saved a checkpoint first).
     """
     output, cells = Path(run.output), experiment.cells()
-    check_folder(output, experiment, resume=run.resume and not run.overwrite, overwrite=run.overwrite)
-    results: dict[str, dict[str, Any]] = {}
-    for cell in cells:
-        done = read_marker(output / cell.folder) if run.resume and not run.overwrite else None
+    check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
+    loaded = experiment.load()
+    digest, results = plan_digest(experiment.plan()), {}
+    for cell in cells if run.continues else ():
+        done = read_marker(output / cell.folder, digest)
         if done is not None:
             results[cell.name] = done
-    reporter.message(experiment.prepare(len(results)))
+    reporter.message(experiment.introduce(loaded, len(results)))
     fresh = not (output / experiment.record_file).exists() or run.overwrite
     record = _Record(output, experiment, cells, results)
     record.write()
@@ -64,7 +65,7 @@ def run_sweep(
     write_settings(output / SETTINGS_FILE, experiment.settings())
     pending = [cell for cell in cells if cell.name not in results]
     try:
-        run_cells(experiment, run, pending, cells, reporter, command=command, on_result=record.add)
+        run_cells(experiment, run, pending, cells, reporter, loaded=loaded, command=command, on_result=record.add)
     except (ValueError, OSError):
         if fresh and not results:  # bad input (a corpus path, a tokenizer): the corrected command needs no --resume
             for name in (experiment.record_file, SETTINGS_FILE):

@@ -1,0 +1,114 @@
+"""The sweep runner on a made-up experiment (no training): cells, record, marker, resume rule, clean-up."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tokenmask.experiments.cells import MARKER, read_marker
+from tokenmask.experiments.plan import Axis, Cell, SweepRun, cross, plan_digest
+from tokenmask.experiments.sweep import run_sweep
+
+
+@dataclass(frozen=True)
+class Squares:
+    """Each cell squares its number; ``fail`` names a cell that raises, as bad input would."""
+
+    numbers: tuple[int, ...] = (1, 2, 3)
+    fail: int | None = None
+    ran: list[int] = field(default_factory=list, compare=False)
+    kind: str = "squares"
+    record_file: str = "squares.json"
+
+    def plan(self) -> dict[str, Any]:
+        return {"numbers": list(self.numbers)}
+
+    def settings(self) -> dict[str, Any]:
+        return {"numbers": list(self.numbers), "resume": True}
+
+    def cells(self) -> list[Cell]:
+        return cross(
+            [Axis("n", self.numbers), Axis("seed", (0,))], name=lambda c: f"n{c['n']}", folder=lambda c: f"cells/n{c['n']}"
+        )
+
+    def load(self) -> int:
+        return 10
+
+    def introduce(self, loaded: int, finished: int) -> str:
+        return f"{len(self.numbers)} squares, {finished} kept"
+
+    def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: int, resume: bool, command: str | None) -> dict:
+        if cell.coordinates["n"] == self.fail:
+            raise ValueError(f"cell {cell.name} refused its input")
+        self.ran.append(cell.coordinates["n"])
+        return {**cell.coordinates, "square": cell.coordinates["n"] ** 2 + loaded - 10}
+
+    def finished_line(self, result: Any) -> str:
+        return f"square {result['square']}"
+
+    def summary(self, finished: Any) -> dict[str, Any]:
+        return {"total": sum(r["square"] for r in finished)}
+
+
+def test_cross_takes_the_first_axis_slowest_and_merges_mapping_values():
+    cells = cross(
+        [Axis("rate", (0.1, 0.2)), Axis("arm", ({"arm": "a", "x": 1}, {"arm": "b", "x": 2}))],
+        name=lambda c: f"{c['rate']}-{c['arm']}", folder=lambda c: f"f/{c['arm']}",
+    )  # fmt: skip
+    assert [c.name for c in cells] == ["0.1-a", "0.1-b", "0.2-a", "0.2-b"]
+    assert cells[1].coordinates == {"rate": 0.1, "arm": "b", "x": 2} and cells[1].folder == "f/b"
+
+
+def test_a_sweep_runs_every_cell_and_records_them(tmp_path):
+    experiment = Squares()
+    record = run_sweep(experiment, SweepRun(tmp_path))
+    assert record["complete"] and record["kind"] == "squares" and record["total"] == 1 + 4 + 9
+    assert [c["square"] for c in record["cells"]] == [1, 4, 9] and experiment.ran == [1, 2, 3]
+    assert json.loads((tmp_path / "squares.json").read_text()) == record
+    marker = json.loads((tmp_path / "cells" / "n2" / MARKER).read_text())
+    assert marker == record["cells"][1] and marker["plan"] == plan_digest(experiment.plan())
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text()) == {"numbers": [1, 2, 3], "resume": True}
+
+
+def test_a_resumed_sweep_keeps_finished_cells_and_runs_the_others(tmp_path):
+    with pytest.raises(ValueError, match="cell n3 refused"):
+        run_sweep(Squares(fail=3), SweepRun(tmp_path))
+    partial = json.loads((tmp_path / "squares.json").read_text())
+    assert not partial["complete"] and [c["status"] for c in partial["cells"]] == ["finished", "finished", "pending"]
+    with pytest.raises(ValueError, match="already holds a squares: pass --resume"):
+        run_sweep(Squares(), SweepRun(tmp_path))
+    again = Squares()
+    assert run_sweep(again, SweepRun(tmp_path, resume=True))["complete"] and again.ran == [3]
+    with pytest.raises(ValueError, match=r"holds a squares of another plan \(numbers\)"):
+        run_sweep(Squares(numbers=(1, 2)), SweepRun(tmp_path, resume=True))
+    everything = Squares()
+    run_sweep(everything, SweepRun(tmp_path, resume=True, overwrite=True))
+    assert everything.ran == [1, 2, 3]  # --overwrite: every cell again
+
+
+def test_a_new_sweep_refused_by_its_first_cell_leaves_no_record(tmp_path):
+    with pytest.raises(ValueError, match="cell n1 refused"):
+        run_sweep(Squares(fail=1), SweepRun(tmp_path))
+    assert not (tmp_path / "squares.json").exists() and not (tmp_path / "config.yaml").exists()
+    run_sweep(Squares(), SweepRun(tmp_path))  # the corrected command needs no --resume
+
+
+def test_a_marker_of_another_plan_is_refused(tmp_path):
+    folder = tmp_path / "cell"
+    folder.mkdir()
+    assert read_marker(folder, "abc") is None
+    (folder / MARKER).write_text(json.dumps({"name": "n1", "plan": "other"}))
+    with pytest.raises(ValueError, match="written by a sweep of another plan"):
+        read_marker(folder, "abc")
+    assert read_marker(folder, "other") == {"name": "n1", "plan": "other"}
+
+
+def test_a_run_folder_is_not_taken_for_a_sweep(tmp_path):
+    (tmp_path / "config.yaml").write_text("lr: 1\n")
+    with pytest.raises(ValueError, match="holds a single run or another experiment, not a squares"):
+        run_sweep(Squares(), SweepRun(tmp_path, resume=True))
