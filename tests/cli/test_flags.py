@@ -67,3 +67,18 @@ def test_a_bad_key_in_the_config_file_names_the_file(tmp_path, capsys):
     error = capsys.readouterr().err.strip()
     assert error == f"tokenmask pretrain: error: {settings}: unknown setting 'max-stepz'"
     assert not (tmp_path / "out").exists()
+
+
+def test_the_settings_reference_lists_every_flag_of_every_command():
+    from tokenmask.cli.parser import COMMANDS
+    from tokenmask.cli.reference import settings_reference
+
+    page = settings_reference()
+    for command in COMMANDS:
+        assert f"## tokenmask {command.name}\n" in page
+        for config in (command.config, *command.options):
+            for leaf in leaves(config):
+                if not leaf.declared.metadata.get("positional"):
+                    assert f"`--{leaf.key.replace('_', '-')}`" in page, (command.name, leaf.key)
+    assert "| `--max-length` | whole number | `128` | >= 8 |" in page and "| `--lr` | number | `0.0001` | > 0 |" in page
+    assert "hf:NAME\\[:CONFIG\\]" in page  # brackets escaped: no Markdown link

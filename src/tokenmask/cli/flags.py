@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +24,18 @@ from tokenmask.settings import Leaf, build, converted, leaves, spelled
 from tokenmask.settings import nested_type as _nested_type
 
 
-def add_settings(
-    parser: argparse.ArgumentParser,
-    config_type: type,
-    *,
-    title: str,
-    defaults: Any = None,
-    only: frozenset[str] | None = None,
-    exclude: Collection[str] = (),
-) -> None:
-    """One flag per setting of ``config_type`` (positional settings as positional arguments).
+def add_settings(parser: argparse.ArgumentParser, config_type: type, *, title: str) -> None:
+    """One flag per setting of ``config_type`` (positional settings as positional arguments), its
+    top-level ones under ``title``, a nested config's under its field's help (:func:`section_title`).
 
-    ``defaults``: an instance whose values are shown as the defaults (else the fields' own).
-    ``only``: the keys of the settings to offer, where a command takes some of a config's.
-    ``exclude``: keys of settings the command sets itself (``study`` sets ``strategy`` per cell).
+    Which settings of a nested config are offered is the nested field's declaration
+    (``exclude``, ``only``: :func:`tokenmask.settings.setting`), not the command's.
     """
     groups: dict[tuple[str, ...], Any] = {}
-    for leaf in leaves(config_type, defaults):
-        if (only is not None and leaf.key not in only) or leaf.key in exclude:
-            continue
-        section = leaf.path[:-1]  # a nested config's settings are grouped under its field's help
+    for leaf in leaves(config_type):
+        section = leaf.path[:-1]
         if section not in groups:
-            groups[section] = parser.add_argument_group(_section_title(config_type, section) or title)
+            groups[section] = parser.add_argument_group(section_title(config_type, section) or title)
         group = groups[section]
         name = leaf.key.replace("_", "-")
         help_text = (leaf.help + _shown_default(leaf)).replace("%", "%%")
@@ -118,8 +108,8 @@ def read_settings_file(path: Path) -> dict[str, Any]:
     return dict(settings)
 
 
-def _section_title(config_type: type, section: tuple[str, ...]) -> str:
-    """``("loop",) -> "the training loop"``: the help of the field holding a nested config."""
+def section_title(config_type: type, section: tuple[str, ...]) -> str:
+    """``("loop",) -> "the training loop"``: the help of the field holding a nested config (``""`` for the top level)."""
     for name in section:
         declared = {f.name: f for f in dataclasses.fields(config_type)}[name]
         config_type = _nested_type(config_type, name)

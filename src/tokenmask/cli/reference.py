@@ -7,11 +7,11 @@ Written from the same declarations the parser reads (:data:`tokenmask.cli.parser
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
+from tokenmask.cli.flags import section_title
 from tokenmask.cli.parser import COMMANDS, Command
-from tokenmask.settings import Leaf, bounds, leaves, nested_type, spelled
+from tokenmask.settings import Leaf, bounds, leaves, spelled
 
 _KINDS = {int: "whole number", float: "number", str: "text", bool: "switch"}
 
@@ -39,18 +39,9 @@ def _sections(command: Command) -> list[tuple[str, list[str]]]:
     groups: dict[str, list[str]] = {}
     for config, title in [(command.config, command.title), *((options, "command line") for options in command.options)]:
         for leaf in leaves(config):
-            heading = _heading(config, leaf.path[:-1]) or title
+            heading = section_title(config, leaf.path[:-1]) or title
             groups.setdefault(heading, []).append(_row(leaf))
     return list(groups.items())
-
-
-def _heading(config: type, section: tuple[str, ...]) -> str:
-    """The help of the field that holds a nested config (``("loop",) -> "the training loop"``)."""
-    help_text = ""
-    for name in section:
-        declared = {f.name: f for f in dataclasses.fields(config)}[name]
-        help_text, config = str(declared.metadata.get("help", "")), nested_type(config, name)
-    return help_text
 
 
 def _row(leaf: Leaf) -> str:

@@ -18,7 +18,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, get_args
 
 from tokenmask.text.byte_checks import MAX_LINE_BYTES, ReadStats, TextChecks
 from tokenmask.text.tabular import (
@@ -35,11 +35,11 @@ from tokenmask.text.tabular import (
 )
 
 DocumentBoundary = Literal["line", "paragraph", "file"]
+"""Where a document of a text file ends: at each line end, at a blank line, or at the end of the file."""
+BOUNDARIES: tuple[str, ...] = get_args(DocumentBoundary)
 DEFAULT_BOUNDARY: DocumentBoundary = "paragraph"
 """Where a document of a text file ends unless told: at a blank line (a corpus read as documents;
 :func:`read_texts`, one text per line, is the exception its name says)."""
-"""Where a document of a text file ends: at each line end, at a blank line, or at the end of the file."""
-BOUNDARIES: tuple[str, ...] = ("line", "paragraph", "file")
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSON_SUFFIXES = (".jsonl", ".json")
 TABLE_SUFFIXES = (".csv", ".parquet", ".tsv")
