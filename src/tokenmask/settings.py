@@ -235,13 +235,21 @@ def convert(leaf: Leaf, value: Any) -> Any:
         else:
             value = leaf.kind(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{leaf.key} must be {_TYPE_WORDS[leaf.kind]}; got {value!r}") from None
+        raise ValueError(
+            f"{leaf.key} must be {'a list' if leaf.kind is tuple else 'a ' + KIND_WORDS[leaf.kind]}; got {value!r}"
+        ) from None
     if leaf.choices is not None and value not in leaf.choices:
         raise ValueError(f"{leaf.key} must be one of {', '.join(map(str, leaf.choices))}; got {value!r}")
     return value
 
 
-_TYPE_WORDS = {int: "a whole number", float: "a number", str: "a text", bool: "true or false", tuple: "a list"}
+KIND_WORDS: dict[type, str] = {int: "whole number", float: "number", str: "text", bool: "true or false"}
+"""How messages and the settings reference name a setting's type (a list's items: plural)."""
+
+
+def _with_article(kind: type) -> str:
+    """``int -> "a whole number"``, ``bool -> "true or false"``, ``tuple -> "a list"``."""
+    return "a list" if kind is tuple else KIND_WORDS[kind] if kind is bool else f"a {KIND_WORDS[kind]}"
 
 
 def _items(leaf: Leaf, value: Any) -> tuple[Any, ...]:
@@ -267,7 +275,7 @@ def _items(leaf: Leaf, value: Any) -> tuple[Any, ...]:
                 raise TypeError
             items.append(leaf.item(part))
         except (TypeError, ValueError):
-            words = {int: "whole numbers", float: "numbers"}.get(leaf.item, "texts")
+            words = f"{KIND_WORDS[leaf.item]}s"
             allowed = ("comma-separated " if separator == "," else "") + words + (f" or '{none}'" if leaf.item_optional else "")
             example = {int: ["100", "300"], float: ["0.1", "0.2"]}.get(leaf.item, ["a", "b"]) + [none] * leaf.item_optional
             raise ValueError(f"{leaf.key}: expected {allowed}, e.g. {(separator or ' ').join(example)}; got {value!r}") from None

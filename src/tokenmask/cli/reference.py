@@ -11,9 +11,7 @@ import re
 
 from tokenmask.cli.flags import section_title
 from tokenmask.cli.parser import COMMANDS, Command
-from tokenmask.settings import Leaf, bounds, leaves, spelled
-
-_KINDS = {int: "whole number", float: "number", str: "text", bool: "switch"}
+from tokenmask.settings import KIND_WORDS, Leaf, bounds, leaves, spelled
 
 
 def settings_reference() -> str:
@@ -70,7 +68,7 @@ def _kind(leaf: Leaf) -> str:
         kind = "one of " + ", ".join(map(str, leaf.choices))
     elif leaf.kind is tuple:
         separated = "comma-separated " if leaf.declared.metadata.get("separator") == "," else ""
-        kind = f"{separated}{_KINDS[leaf.item]}s" + (f" or {leaf.declared.metadata['none']}" if leaf.item_optional else "")
+        kind = f"{separated}{KIND_WORDS[leaf.item]}s" + (f" or {leaf.declared.metadata['none']}" if leaf.item_optional else "")
     else:
-        kind = _KINDS[leaf.kind]
+        kind = KIND_WORDS[leaf.kind]
     return kind + (" or none" if leaf.optional else "")

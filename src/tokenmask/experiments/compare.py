@@ -22,7 +22,7 @@ from typing import Any
 from tokenmask.experiments.compare_data import CompareData, load_compare_data
 from tokenmask.experiments.compare_report import COMPARE_FILE, AugmentComparison, write_compare_report
 from tokenmask.experiments.compare_stats import BASELINE_ARM, CLEAN, summarize
-from tokenmask.experiments.plan import RUN_KEYS, Axis, Cell, Coordinates, SweepRun, check_axis, cross
+from tokenmask.experiments.plan import RUN_KEYS, Axis, Cell, Coordinates, SweepRun, check_axis, cross, replayable
 from tokenmask.experiments.sweep import run_sweep
 from tokenmask.labelled.robustness import Corruption, parse_corruptions
 from tokenmask.recipes.config import FinetuneConfig
@@ -219,7 +219,7 @@ class CompareExperiment:
 
     def settings(self) -> dict[str, Any]:
         """The flat settings that replay the comparison (``config.yaml``); a replay neither resumes nor overwrites unasked."""
-        return {key: value for key, value in flatten(self.config).items() if key not in ("resume", "overwrite")}
+        return replayable(flatten(self.config))
 
     def cells(self) -> list[Cell]:
         """Size by size, then seed, then arm (each seed's arms side by side, for the paired tests)."""

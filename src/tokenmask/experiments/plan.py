@@ -22,6 +22,13 @@ from tokenmask.train.job import Reporter
 RUN_KEYS = ("output", "resume", "overwrite")
 """Settings that say where and how a run goes, not what it trains: no part of a plan compared on resume."""
 
+
+def replayable(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep's flat settings as its ``config.yaml`` keeps them: a replay goes where it is told
+    (``--output``) but neither resumes nor overwrites unasked."""
+    return {key: value for key, value in settings.items() if key not in ("resume", "overwrite")}
+
+
 Coordinates = Mapping[str, Any]
 """A cell's place in the plan, JSON-ready: ``{"strategy": "span", "rate": 0.3, "seed": 0}``."""
 

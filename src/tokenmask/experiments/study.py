@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokenmask.experiments.plan import RUN_KEYS, Cell, SweepRun
+from tokenmask.experiments.plan import RUN_KEYS, Cell, SweepRun, replayable
 from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
@@ -115,7 +115,7 @@ class StudyConfig:
     def settings(self) -> dict[str, Any]:
         """The flat settings that replay the study (``config.yaml``): all but what each cell sets,
         and where the study ran but not how (a replay neither resumes nor overwrites unasked)."""
-        return {key: value for key, value in flatten(self).items() if key not in ("resume", "overwrite")}
+        return replayable(flatten(self))
 
 
 def study_config(settings: Mapping[str, Any]) -> StudyConfig:
