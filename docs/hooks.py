@@ -68,10 +68,11 @@ API_PAGES = (
     ApiPage(
         "api/training.md",
         "Training: the loop and the jobs",
-        "`tokenmask.train` (the loop's config, models) and `tokenmask.recipes` (the pre-training and fine-tuning jobs "
-        "and their configs). The guide: [Pre-training](../pretraining/index.md), [Fine-tuning](../finetuning.md), "
-        "[Settings, flags and YAML configs](../configuration.md).",
-        ("tokenmask.train", "tokenmask.recipes"),
+        "`tokenmask.train` (the loop's config, models), `tokenmask.recipes` (the pre-training and fine-tuning jobs "
+        "and their configs) and `tokenmask.hub` (checkpoints named by Hub id). The guide: "
+        "[Pre-training](../pretraining/index.md), [Start from a Hub checkpoint](../hub.md), "
+        "[Fine-tuning](../finetuning.md), [Settings, flags and YAML configs](../configuration.md).",
+        ("tokenmask.train", "tokenmask.recipes", "tokenmask.hub"),
     ),
     ApiPage(
         "api/experiments.md",

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
+# ruff: noqa: E402 (the environment is set before the imports that read it)
+# Before torch, transformers, huggingface_hub or tokenmask is imported: huggingface_hub reads these
+# into module constants at import. Tests get a fresh, empty HF_HOME (the hub_cache fixture fills it)
+# and no network: never a developer's cache, token or endpoint.
+for _name in [name for name in os.environ if name.startswith(("HF_", "HUGGINGFACE_", "HUGGING_FACE_", "TRANSFORMERS_"))]:
+    os.environ.pop(_name)
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="tokenmask-tests-hf-home-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
 import csv
 import json
-import os
 import random
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tokenmask.text.resources import shakespeare_lines
 from tokenmask.text.tokenizer import load_tokenizer, train_tokenizer
@@ -161,3 +173,19 @@ class CrashAfter:
 def crash_after():
     """``crash_after(6)``: a reporter for resume tests; ``pytest.raises(crash_after.Crash)``."""
     return CrashAfter
+
+
+@pytest.fixture(scope="session")
+def hub_cache(tmp_path_factory):
+    """Tiny real checkpoints of every encoder family, and a few special repositories, in this
+    session's huggingface_hub cache, to load by Hub id offline (a :class:`hub_checkpoints.HubCache`:
+    ``hub_cache.families["albert"] == "tokenmask-test/tiny-albert"``, ``hub_cache.commits``, …)."""
+    from huggingface_hub import constants
+
+    from hub_checkpoints import build_hub_cache
+
+    home = Path(constants.HF_HOME)
+    # the cache must be where huggingface_hub looks: the environment above was read at its import
+    assert home == Path(os.environ["HF_HOME"]) and Path(constants.HF_HUB_CACHE) == home / "hub", constants.HF_HUB_CACHE
+    assert constants.HF_HUB_OFFLINE
+    return build_hub_cache(home, tmp_path_factory.mktemp("hub-checkpoints"))

@@ -211,7 +211,12 @@ def command_lines(code: str) -> list[list[str]]:
 
 
 def tokenmask_argv(words: list[str]) -> list[str] | None:
-    """The arguments after ``tokenmask`` (``tokenmask ARGS``, ``… -m tokenmask ARGS``), or None."""
+    """The arguments after ``tokenmask`` (``tokenmask ARGS``, ``… -m tokenmask ARGS``, after any
+    ``NAME=value`` environment settings: ``HF_HUB_OFFLINE=1 tokenmask ARGS``), or None."""
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+        words = words[1:]
+    if not words:
+        return None
     if words[0] == "tokenmask":
         return words[1:]
     if words[0] in ("torchrun", "accelerate", "python", "python3") and "-m" in words:

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from tokenmask.files import atomic_file, write_json, write_text
+from tokenmask.files import atomic_file, follow_umask, umask, write_json, write_text
 from tokenmask.plots import pyplot, save_png
 
 
@@ -43,3 +43,30 @@ def test_a_plot_is_a_png_written_through_the_same_helper(tmp_path):
     axes.plot([0, 1], [1, 0])
     path = save_png(figure, tmp_path / "plot.png")
     assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and [p.name for p in tmp_path.iterdir()] == ["plot.png"]
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002])
+def test_umask_is_read_without_changing_it(mask):
+    before = os.umask(mask)
+    try:
+        assert umask() == mask and umask() == mask  # read twice: the first read left it as it was
+    finally:
+        os.umask(before)
+
+
+def test_follow_umask_gives_a_library_written_folder_the_modes_of_any_new_file(tmp_path):
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    weights, card = folder / "model.safetensors", folder / "sub" / "README.md"
+    weights.write_bytes(b"x")
+    card.write_text("card")
+    weights.chmod(0o600)  # as save_pretrained leaves safetensors (mkstemp)
+    (folder / "sub").chmod(0o700)  # as tempfile.mkdtemp makes a folder
+    card.chmod(0o755)  # an executable bit is taken away, never given
+    before = os.umask(0o027)
+    try:
+        follow_umask(folder)
+    finally:
+        os.umask(before)
+    modes = {path.relative_to(tmp_path).as_posix(): stat.S_IMODE(path.stat().st_mode) for path in (folder, *folder.rglob("*"))}
+    assert modes == {"model": 0o750, "model/sub": 0o750, "model/model.safetensors": 0o640, "model/sub/README.md": 0o640}

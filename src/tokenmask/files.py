@@ -5,8 +5,9 @@ target (``.NAME.partial-PID``, in the same folder so the rename stays on one fil
 flushed and fsynced, then renamed over the target, and the folder is fsynced so the rename
 survives a power cut. A reader (or a resumed run) sees the old file or the new one, never
 half of one; on an error the temporary file is removed and the old file is left as it was.
-The file gets the user's umask, as any file ``open`` creates (not ``mkstemp``'s 0600).
-Standard library only.
+The file gets the user's umask, as any file ``open`` creates (not ``mkstemp``'s 0600); a folder
+that libraries wrote into (``save_pretrained`` writes safetensors at 0600) is given the same
+modes by :func:`follow_umask`. Standard library only.
 
 Example::
 
@@ -84,3 +85,29 @@ def fsync_folder(folder: Path) -> None:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
+
+
+def umask() -> int:
+    """The process's umask (``0o022`` on most systems), read from ``/proc`` where Linux has it,
+    else set and restored at once (which another thread could observe for an instant)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        status = Path("/proc/self/status").read_text(encoding="ascii").splitlines()
+        return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(folder: Path) -> None:
+    """Give ``folder``, and every file and folder in it, the mode ``open`` and ``mkdir`` give under
+    the user's umask: 0644 files and 0755 folders under umask 022 (0640/0750 under 027), so that
+    the group reads a model as it reads any other file. Files get no executable bit.
+
+    For folders written by libraries that create files through ``mkstemp`` (mode 0600): the
+    safetensors weights of ``save_pretrained``, a ``tempfile.mkdtemp`` staging folder (0700).
+    """
+    mask = umask()
+    for path in (folder, *folder.rglob("*")):
+        if path.is_symlink():
+            continue
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)

@@ -209,7 +209,7 @@ def model_with_fewer_embeddings(tmp_path, model):
 
 def init_folder_missing(tmp_path, model):
     argv = pretrain(tmp_path, write_corpus(tmp_path / "c.txt"), flags=("--init", str(tmp_path / "no-model")))
-    return argv, f"model '{tmp_path / 'no-model'}' is neither a folder nor the name minilm"
+    return argv, f"model '{tmp_path / 'no-model'}' is neither a folder, the name minilm, nor a Hub id"
 
 
 def length_over_the_positions(tmp_path, model):

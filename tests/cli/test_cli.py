@@ -80,7 +80,7 @@ def test_stats_table(capsys, tmp_path):
     [
         (["mask", "x", "--mlm-probability", "1.5"], "mlm_probability must be in (0, 1]"),
         (["mask", "x", "--mask-replace-prob", "0.9", "--random-replace-prob", "0.3"], "must be <= 1"),
-        (["mask", "x", "--tokenizer", "/no/such/tokenizer"], "neither a folder nor a built-in name"),
+        (["mask", "x", "--tokenizer", "/no/such/tokenizer"], "neither a folder, a built-in name"),
         (["mask", "--file", "/no/such/file.txt"], "no such file"),
         (["stats", "/no/such/corpus"], "no such file"),
         (["mask", "x", "--file", "y.txt"], "not both"),

@@ -10,7 +10,9 @@ loads with the Auto class and pipeline the card names. Training state stays in c
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import stat
 from pathlib import Path
 
 import pytest
@@ -51,7 +53,23 @@ def shown(metrics: dict[str, float]) -> list[str]:
     return [f"| {name} | {value:.4f} |" for name, value in metrics.items() if isinstance(value, float)]
 
 
-def test_pretrain_model_folder_is_clean_with_a_card(tmp_path, lines):
+def modes(folder: Path) -> dict[str, set[str]]:
+    """``{"0o640": {"model/model.safetensors", ...}, "0o750": {...}}``: what is under ``folder``, by permission bits."""
+    found: dict[str, set[str]] = {}
+    for path in (folder, *folder.rglob("*")):
+        found.setdefault(oct(stat.S_IMODE(path.stat().st_mode)), set()).add(path.relative_to(folder).as_posix())
+    return found
+
+
+@pytest.fixture
+def group_umask():
+    """Runs the test under umask 027: what tokenmask writes must be 0640 (files) and 0750 (folders)."""
+    before = os.umask(0o027)
+    yield
+    os.umask(before)
+
+
+def test_pretrain_model_folder_is_clean_with_a_card(tmp_path, lines, group_umask):
     corpus = tmp_path / "plays.txt"
     corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 240, 6)), encoding="utf-8")
     out = tmp_path / "out"
@@ -60,6 +78,9 @@ def test_pretrain_model_folder_is_clean_with_a_card(tmp_path, lines):
         "--max-length", "32", "--eval-every", "2", "--eval-blocks", "4", "--save-every", "2", "--no-demo",
     ]  # fmt: skip
     assert main(argv) == 0
+    written = modes(out)  # every file and folder of the run follows the umask, weights and checkpoints included
+    assert set(written) == {"0o640", "0o750"} and "model/model.safetensors" in written["0o640"], written
+    assert {"checkpoints/step-2/model.safetensors", "metrics.png", "config.yaml"} <= written["0o640"]
     folder = out / "model"
     assert sorted(p.name for p in folder.iterdir()) == clean_files(folder, tmp_path / "saved", AutoModelForMaskedLM)
     assert {STATE_FILE, MANIFEST_FILE} <= {
@@ -90,7 +111,7 @@ def test_pretrain_model_folder_is_clean_with_a_card(tmp_path, lines):
     ],
 )
 def test_finetune_model_and_best_folders_are_clean_with_cards(
-    task, tag, auto, tiny_mlm_folder, reviews_csv, tagged_jsonl, tmp_path
+    task, tag, auto, tiny_mlm_folder, reviews_csv, tagged_jsonl, tmp_path, group_umask
 ):
     data, out = reviews_csv if task == "classify" else tagged_jsonl, tmp_path / "out"
     argv = [
@@ -98,6 +119,8 @@ def test_finetune_model_and_best_folders_are_clean_with_cards(
         "--eval-every", "2", "--batch-size", "16", "--max-length", "32", "--lr", "5e-3",
     ]  # fmt: skip
     assert main(argv) == 0
+    written = modes(out)
+    assert set(written) == {"0o640", "0o750"} and {"model/model.safetensors", "best/model.safetensors"} <= written["0o640"]
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     logged = records(out)
     final, best_step = [r for r in logged if "eval_loss" in r][-1], results["best"]["step"]

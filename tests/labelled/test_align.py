@@ -51,6 +51,21 @@ def test_tags_go_to_the_first_piece_of_a_word_split_in_four(bert_tokenizer):
     assert example["id"] == 0
 
 
+@pytest.mark.parametrize("name", ["bert-base-uncased", "roberta-gpt2", "trained-bpe", "trained-unigram", "trained-wordpiece"])
+def test_tagged_words_get_the_pieces_of_running_text(name, tokenizers):
+    """Byte-level BPE spells a word's leading space into its first piece (``Ġvisited``): words given
+    one by one must come out as in the sentence, not each as if it began a text (``v is it ed``)."""
+    tokenizer = tokenizers[name]
+    words = ("Anna", "visited", "new", "york", "today")
+    labels = tag_vocab(["O", "B-PER", "B-LOC", "I-LOC"])
+    tags = ("B-PER", "O", "B-LOC", "I-LOC", "O")
+    (example,) = encode_tagged_sentences([TaggedSentence(words, tags)], tokenizer, labels).examples
+    running = tokenizer(" ".join(words))
+    assert example["input_ids"] == running["input_ids"]
+    assert example["word_ids"] == [-1 if w is None else w for w in running.word_ids()]
+    assert [label for label in example["labels"] if label != X] == [labels.label2id[tag] for tag in tags]
+
+
 def test_truncation_is_counted_and_keeps_the_special_tokens(bert_tokenizer):
     texts = [LabelledText("one two three four five six seven", "a"), LabelledText("one two", "a")]
     encoded = encode_texts_with_labels(texts, bert_tokenizer, class_vocab(["a"]), max_length=5)

@@ -39,7 +39,7 @@ def test_a_checkpoint_without_encoder_weights_is_refused(tiny_mlm_folder, tmp_pa
     save_file({k: v for k, v in weights.items() if ".layer.0.attention." not in k}, broken / "model.safetensors")
     with pytest.raises(ValueError, match="lacks encoder weights.*layer.0.attention"):
         load_classifier(broken, task="classify", labels=LabelVocab(("a", "b")))
-    with pytest.raises(ValueError, match="neither a folder nor the name minilm"):
+    with pytest.raises(ValueError, match="neither a folder, the name minilm, nor a Hub id"):
         load_classifier(tmp_path / "nothing", task="classify", labels=LabelVocab(("a", "b")))
 
 

@@ -8,8 +8,16 @@ from transformers import (
     BertForMaskedLM,
     CamembertConfig,
     CamembertForMaskedLM,
+    DebertaV2Config,
+    DebertaV2ForMaskedLM,
+    DistilBertConfig,
+    DistilBertForMaskedLM,
+    ElectraConfig,
+    ElectraForMaskedLM,
     ModernBertConfig,
     ModernBertForMaskedLM,
+    MPNetConfig,
+    MPNetForMaskedLM,
     RobertaConfig,
     RobertaForMaskedLM,
     XLMRobertaConfig,
@@ -18,7 +26,7 @@ from transformers import (
 from transformers.models.bert.modeling_bert import BertLayer
 
 from tokenmask.train.heads import compile_encoder, masked_lm_loss, split_masked_lm
-from tokenmask.train.last_layer import last_layer_at_targets, query_positions, scatter_rows
+from tokenmask.train.last_layer import encoder_layers, last_layer_at_targets, query_positions, scatter_rows
 
 V = 120
 
@@ -34,6 +42,13 @@ def tiny(kind: str, attention: str = "sdpa", dropout: float = 0.0):
                    "camembert": (CamembertConfig, CamembertForMaskedLM)}  # fmt: skip
         config_class, model_class = classes[kind]
         model = model_class(config_class(**shape, **drops, pad_token_id=1))
+    elif kind == "electra":  # BERT's layer; embeddings projected 16 -> 32
+        model = ElectraForMaskedLM(ElectraConfig(**shape, **drops, embedding_size=16))
+    elif kind == "distilbert":
+        config = DistilBertConfig(
+            vocab_size=V, dim=32, n_layers=2, n_heads=2, hidden_dim=64, dropout=dropout, attention_dropout=dropout
+        )
+        model = DistilBertForMaskedLM(config)
     elif kind == "modernbert":  # a window of 4 tokens around each one (half-window 2): the last layer is the sliding one
         config = ModernBertConfig(
             **shape, pad_token_id=0, local_attention=4, global_attn_every_n_layers=2, attention_dropout=dropout
@@ -75,7 +90,9 @@ def test_query_positions_worked_example():
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
-@pytest.mark.parametrize("kind", ["bert", "roberta", "xlm-roberta", "camembert", "modernbert", "modernbert-global"])
+@pytest.mark.parametrize(
+    "kind", ["bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert", "modernbert", "modernbert-global"]
+)
 def test_hidden_states_at_targets_equal_the_full_layer(kind, attention):
     model = tiny(kind, attention).eval()
     encoder = split_masked_lm(model).encoder
@@ -88,13 +105,14 @@ def test_hidden_states_at_targets_equal_the_full_layer(kind, attention):
     assert replaced
     torch.testing.assert_close(pruned[targets], full[targets], rtol=1e-5, atol=1e-5)
     assert not torch.allclose(pruned[~targets], full[~targets])  # the other positions were not computed
-    assert "forward" not in vars(encoder.layers[-1] if kind.startswith("modernbert") else encoder.encoder.layer[-1])
+    assert "forward" not in vars(encoder_layers(encoder)[-1])
 
 
 @pytest.mark.parametrize(
     ("kind", "attention", "padding"),
     [("bert", "sdpa", "right"), ("bert", "eager", "left"), ("bert", "sdpa", "none"), ("modernbert", "sdpa", "right"),
-     ("modernbert", "eager", "left"), ("modernbert-global", "sdpa", "none")],
+     ("modernbert", "eager", "left"), ("modernbert-global", "sdpa", "none"), ("electra", "eager", "left"),
+     ("distilbert", "sdpa", "right"), ("distilbert", "eager", "left")],
 )  # fmt: skip
 def test_loss_and_gradients_equal_the_full_model_in_training_mode(kind, attention, padding):
     model = tiny(kind, attention).train()  # dropout 0: training mode's code path, reproducible numbers
@@ -139,12 +157,13 @@ def test_dropout_acts_in_the_last_layer_in_training(last_layer_dropout):
 
 
 def test_other_models_run_their_full_layer(monkeypatch):
-    from transformers import DistilBertConfig, DistilBertForMaskedLM
-
     everywhere = torch.ones(2, 3, dtype=torch.bool)
-    model = DistilBertForMaskedLM(DistilBertConfig(vocab_size=V, dim=32, n_layers=2, n_heads=2, hidden_dim=64)).eval()
-    with last_layer_at_targets(split_masked_lm(model).encoder, everywhere) as replaced:
-        assert not replaced
+    shape = {"vocab_size": V, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    for relative in (DebertaV2ForMaskedLM(DebertaV2Config(**shape)), MPNetForMaskedLM(MPNetConfig(**shape))):
+        encoder = split_masked_lm(relative).encoder  # relative positions in every attention: not known
+        assert encoder_layers(encoder) is not None
+        with last_layer_at_targets(encoder, everywhere) as replaced:
+            assert not replaced
     renamed = tiny("bert")  # a class of the same name (remote code, a subclass) may compute otherwise
     renamed.bert.encoder.layer[-1].__class__ = type("BertLayer", (BertLayer,), {})
     with last_layer_at_targets(renamed.bert, everywhere) as replaced:

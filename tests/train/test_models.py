@@ -8,6 +8,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertModel
 
+from tokenmask.hub import HubConfig
 from tokenmask.text import resources
 from tokenmask.text.resources import minilm_dir
 from tokenmask.train.heads import masked_lm_loss, split_masked_lm
@@ -100,9 +101,15 @@ def test_a_folder_without_a_head_loads_with_a_note(tmp_path):
     BertModel(config, add_pooling_layer=False).save_pretrained(tmp_path / "encoder")
     BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
     loaded = load_model_with_notes(tmp_path / "encoder", vocab_size=V, max_length=64)
-    assert len(loaded.notes) == 1 and "newly initialised" in loaded.notes[0]
+    assert len(loaded.notes) == 1 and "no masked-LM head in the checkpoint" in loaded.notes[0] and loaded.new_head
     assert "cls.predictions.transform.dense.weight" in loaded.notes[0]
-    assert load_model_with_notes(tmp_path / "mlm", vocab_size=V, max_length=64).notes == ()
+    whole = load_model_with_notes(tmp_path / "mlm", vocab_size=V, max_length=64)
+    assert whole.notes == () and not whole.new_head
+    config.num_hidden_layers = 2  # a checkpoint with one layer fewer than its config: refused, not half random
+    BertForMaskedLM(BertConfig(**{**config.to_dict(), "num_hidden_layers": 1})).save_pretrained(tmp_path / "short")
+    (tmp_path / "short" / "config.json").write_text(config.to_json_string())
+    with pytest.raises(ValueError, match=r"short: the checkpoint lacks encoder weights \(bert.encoder.layer.1"):
+        load_model(tmp_path / "short", vocab_size=V, max_length=64)
     with pytest.raises(ValueError, match="300 token embeddings but the tokenizer 301"):
         load_model(tmp_path / "mlm", vocab_size=V + 1, max_length=64)
     with pytest.raises(ValueError, match="position limit 512"):
@@ -203,19 +210,23 @@ def test_a_model_is_paired_with_its_own_tokenizer(tmp_path, bert_tokenizer, trai
     assert len(paired_tokenizer(bare, "roberta-gpt2")) == 50262 and len(paired_tokenizer(bare, None)) == 30522
 
 
-def test_resolve_checkpoint_tells_the_name_minilm_from_a_folder(tmp_path, monkeypatch, bert_tokenizer):
-    assert resolve_checkpoint("minilm") == minilm_dir()
+def test_resolve_checkpoint_tells_a_folder_from_the_name_minilm_from_a_hub_id(tmp_path, monkeypatch, bert_tokenizer):
+    assert resolve_checkpoint("minilm").folder == minilm_dir() and resolve_checkpoint("minilm").commit is None
     run = tmp_path / "run"
     BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                intermediate_size=64)).save_pretrained(run / "model")  # fmt: skip
-    assert resolve_checkpoint(run / "model") == run / "model" and resolve_checkpoint(str(run / "model")) == run / "model"
+    assert resolve_checkpoint(run / "model").folder == run / "model" == resolve_checkpoint(str(run / "model")).folder
     with pytest.raises(ValueError, match=r"no config.json, not a Hugging Face model folder \(did you mean .*run/model\?\)"):
         resolve_checkpoint(run)
-    with pytest.raises(ValueError, match="model 'bert-huge' is neither a folder nor the name minilm"):
-        resolve_checkpoint("bert-huge")
+    with pytest.raises(ValueError, match="model 'runs/a/b' is neither a folder, the name minilm, nor a Hub id"):
+        resolve_checkpoint("runs/a/b")  # two slashes: no Hub id
+    with pytest.raises(ValueError, match="bert-huge is not in the Hugging Face cache .* HF_HUB_OFFLINE=1"):
+        resolve_checkpoint("bert-huge")  # a Hub id, looked up in the (test session's empty) cache
+    with pytest.raises(ValueError, match="--revision v2 is for models named by Hub id, but .* is a local folder"):
+        resolve_checkpoint(run / "model", hub=HubConfig(revision="v2"))
     monkeypatch.chdir(run)
     (run / "model").rename(run / "minilm")  # a folder named minilm wins over the name
-    assert resolve_checkpoint("minilm") == Path("minilm")
+    assert resolve_checkpoint("minilm").folder == Path("minilm")
     with pytest.raises(ValueError, match="no tokenizer files"):
         saved_tokenizer(Path("minilm"))
     bert_tokenizer.save_pretrained(run / "minilm")

@@ -223,7 +223,7 @@ def test_folders_that_are_no_encoder_checkpoint_are_refused(tmp_path, bert_token
     save_file({k: v for k, v in weights.items() if ".layer.1." not in k}, run / "model" / "model.safetensors")
     with pytest.raises(ValueError, match="lacks encoder weights .*encoder.layer.1"):
         load_encoder(run / "model")
-    with pytest.raises(ValueError, match="neither a folder nor the name minilm"):
+    with pytest.raises(ValueError, match="neither a folder, the name minilm, nor a Hub id"):
         load_encoder(tmp_path / "nothing")
 
 
@@ -330,7 +330,7 @@ def test_embed_and_search_with_minilm(tmp_path, capsys):
         ("empty input", "no text (empty, or blank lines only)"),
         ("missing input", "no such file"),
         ("missing index", "no such file"),
-        ("unknown model", "'bert-huge' is neither a folder nor the name minilm"),
+        ("unknown model", "bert-huge is not in the Hugging Face cache"),  # a Hub id, offline
         ("pickled index", "not a plain .npy array"),
         ("empty query", "the query is empty"),
         ("max length", "max_length must be over the 2 special tokens"),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmask.blocks.pack import frame_ids
+from tokenmask.files import follow_umask
 
 if TYPE_CHECKING:  # annotations only: importing transformers would slow `tokenmask --help`
     from transformers import PreTrainedTokenizerBase
@@ -87,6 +88,7 @@ def publish(staging: Path, entry: Path, *, complete_marker: str) -> Path:
     Raises:
         OSError: ``entry`` exists but is not a complete entry.
     """
+    follow_umask(staging)  # mkdtemp made it 0700: the cache is as readable as the user's other files
     try:
         os.rename(staging, entry)
     except OSError:

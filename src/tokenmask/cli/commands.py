@@ -198,7 +198,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     with progress_bar("embedding") as progress:
         run = embed_corpus(
             encoder.model, config.input, config.output, text_field=encoder.text_field, batch_size=config.batch_size,
-            max_length=encoder.max_length, normalize=config.normalize, progress=progress,
+            max_length=encoder.max_length, normalize=config.normalize, progress=progress, hub=encoder.hub,
         )  # fmt: skip
     kind = "unit-length" if run.normalized else "unnormalised"
     print(
@@ -216,7 +216,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     encoder = config.encoder
     hits = search_corpus(
         encoder.model, config.index, config.texts, config.query,
-        top_k=config.top_k, text_field=encoder.text_field, max_length=encoder.max_length,
+        top_k=config.top_k, text_field=encoder.text_field, max_length=encoder.max_length, hub=encoder.hub,
     )  # fmt: skip
     if _json(args):
         results = [{"rank": h.rank, "row": h.row, "score": h.score, "text": h.text} for h in hits]

@@ -6,7 +6,6 @@ so ``tokenmask --help`` is instant.
 
 from __future__ import annotations
 
-import os
 import pickle
 import shlex
 import sys
@@ -16,15 +15,17 @@ from tokenmask.recipes import Interrupted  # signal and threading only: --help s
 
 
 def main(argv: list[str] | None = None) -> int:
-    # transformers' per-load "Loading weights" bars would bury our own output; a user's setting wins
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     args.command_line = shlex.join(["tokenmask", *argv])  # as typed, for the model cards
     try:
         return args.run(args)
     except (ValueError, OSError, UnicodeError) as error:
-        print(f"tokenmask {args.command}: error: {error}", file=sys.stderr)
+        # one line: a library's message may run on (transformers lists every model type it knows)
+        print(
+            f"tokenmask {args.command}: error: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
+            file=sys.stderr,
+        )
         return 2
     except pickle.UnpicklingError as error:  # torch.load(weights_only=True) met more than tensors
         first = str(error).splitlines()[0] if str(error) else type(error).__name__

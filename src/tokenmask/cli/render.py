@@ -169,9 +169,10 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int | None], None]]:
     """A bar on stderr while the block runs; yields ``(done, total) -> None`` to move it."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    console = Console(stderr=True)
     bar = Progress(
         TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=Console(stderr=True), transient=True,
+        console=console, transient=True, disable=not console.is_terminal,  # a log file gets no bar (nor its blank line)
     )  # fmt: skip
     with bar:
         task = bar.add_task(label, total=None)

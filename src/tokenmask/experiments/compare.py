@@ -311,6 +311,9 @@ def compare_augment(
         ValueError: an OUTPUT that holds something else, or ``resume`` on a comparison of
             another plan (the message names what differs); the errors of the runs.
     """
+    from tokenmask.recipes.finetune import pin_revision
+
+    config = replace(config, base=pin_revision(config.base)[0])  # every run starts from the same Hub commit
     loop = config.base.loop
     run = SweepRun(config.output, resume=loop.resume, overwrite=loop.overwrite, jobs=config.jobs)
     run_sweep(CompareExperiment(config), run, reporter, command=command)

@@ -244,6 +244,9 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
             refused by the first cell of a new study leaves no ``study.json`` behind).
         Interrupted: SIGINT or SIGTERM (the running cells saved a checkpoint first).
     """
+    from tokenmask.recipes.pretrain import pin_revision
+
+    config = replace(config, base=pin_revision(config.base)[0])  # every cell starts from the same Hub commit
     run = SweepRun(config.output, resume=config.base.loop.resume, jobs=config.jobs)
     study = run_sweep(StudyExperiment(config), run, reporter, command=command)
     write_study_report(config.output)
@@ -275,7 +278,7 @@ def baseline_model(base: PretrainConfig, seed: int, folder: Path) -> str:
         from tokenmask.train.checkpoint import save_model
         from tokenmask.train.models import build_model, paired_tokenizer
 
-        tokenizer = paired_tokenizer(None, base.tokenizer)
+        tokenizer = paired_tokenizer(None, base.tokenizer, hub=base.hub)
         require_mask_token(tokenizer)
         torch.manual_seed(seed)  # as the loop seeds before it builds a cell's model: the same weights
         model = build_model(

@@ -154,6 +154,12 @@ def _tokenize(
     rows: list[list[int]] = []
     words: list[list[int]] = []
     truncated = 0
+    if split_into_words:
+        # Byte-level BPE (RoBERTa, ModernBERT) spells the space before a word into its first piece
+        # ("Ġvisited"), and transformers 5 tokenizes each given word as if it began the text
+        # ("v is it ed"): the words after the first get their space back, as in running text.
+        # WordPiece and SentencePiece-style tokenizers split on it and give the same pieces.
+        inputs = [[word if i == 0 else f" {word}" for i, word in enumerate(words)] for words in inputs]
     for chunk in batched(inputs, _BATCH):
         encoding = tokenizer(chunk, is_split_into_words=split_into_words, add_special_tokens=True)
         ids = encoding["input_ids"]

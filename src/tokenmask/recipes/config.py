@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tokenmask.blocks.config import BlocksConfig
+from tokenmask.hub import HubConfig
 from tokenmask.labelled.examples import Task
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.settings import build, check, flatten, setting
@@ -55,15 +56,18 @@ class PretrainConfig:
     )
     tokenizer: str | None = setting(
         None,
-        help="tokenizer folder or built-in name: bert-base-uncased, roberta-gpt2, minilm (none = the --init model's own, "
-        "else bert-base-uncased); with --init, it must have the model's vocabulary",
+        help="tokenizer folder, built-in name (bert-base-uncased, roberta-gpt2, minilm: these win over Hub repositories "
+        "of the same name) or Hub id ORG/NAME (none = the --init model's own, else bert-base-uncased); with --init, it "
+        "must have the model's vocabulary",
     )
     preset: str = setting("modernbert-tiny", help="model size when training from scratch", choices=tuple(PRESETS))
     init: str | None = setting(
         None,
-        help="continue from this local checkpoint folder, or 'minilm' (all-MiniLM-L6-v2, new MLM head); "
-        "the loop's defaults become the continued-pretraining recipe: --lr 1e-3 --head-warmup-steps 30 --layer-decay 0.8",
+        help="continue from this checkpoint: a local folder, 'minilm' (all-MiniLM-L6-v2, new MLM head) or a Hub id "
+        "ORG/NAME (through the Hugging Face cache; a checkpoint without an MLM head gets a new one); the loop's defaults "
+        "become the continued-pretraining recipe: --lr 1e-3 --head-warmup-steps 30 --layer-decay 0.8",
     )
+    hub: HubConfig = setting(factory=HubConfig, help="the Hub")
     eval_blocks: int = setting(128, help="validation blocks used per evaluation", ge=1)
     dupe_factor: int | None = setting(
         None, help="static masking: only this many different masks per block, reused in turn (none = new masks every epoch)", ge=1
@@ -156,7 +160,10 @@ class FinetuneConfig:
     eval_data: tuple[str, ...] = setting(
         (), flag="eval", metavar="DATA", help="validation files (none = hold out a deterministic share of DATA)"
     )
-    model: str = setting("minilm", help="checkpoint folder (e.g. OUTPUT/model of pretrain) or minilm")
+    model: str = setting(
+        "minilm", help="checkpoint to fine-tune: a folder (e.g. OUTPUT/model of pretrain), minilm, or a Hub id ORG/NAME"
+    )
+    hub: HubConfig = setting(factory=HubConfig, help="the Hub")
     task: Task = setting("classify", help="classify = one label per text; tokens = one tag per word (BIO, CoNLL or JSON lists)")
     text_column: str | None = setting(
         None, help="column of the text (classify: default 'text') or of the word list (tokens: default 'tokens')"

@@ -39,7 +39,7 @@ from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import train
-from tokenmask.train.models import check_fits
+from tokenmask.train.models import Checkpoint, check_fits, resolve_checkpoint
 from tokenmask.use.classifier_scores import Evaluation, evaluate_classifier
 from tokenmask.use.metrics import plot_confusion
 
@@ -147,6 +147,7 @@ class _Tracker:
 
 def _job(
     config: FinetuneConfig,
+    start: Checkpoint,
     data: FinetuneData,
     tokenizer: PreTrainedTokenizerBase,
     tracker: _Tracker,
@@ -157,7 +158,7 @@ def _job(
 ) -> Job:
     loop = config.loop
     output = Path(loop.output)
-    loaded = load_classifier(checkpoint or config.model, task=data.task, labels=data.labels)
+    loaded = load_classifier(checkpoint or start, task=data.task, labels=data.labels)  # a resumed run loads its checkpoint
     check_fits(loaded.model, vocab_size=len(tokenizer), max_length=config.max_length, name=str(checkpoint or config.model))
     if checkpoint is None:
         for note in loaded.notes:
@@ -275,9 +276,26 @@ class FinetuneResult:
         }
 
 
+def pin_revision(config: FinetuneConfig) -> tuple[FinetuneConfig, Checkpoint]:
+    """``config`` with the Hub commit its model resolved to as its revision, and the resolved model.
+
+    A model named by Hub id stands for one commit (``--revision``, else ``main``); written into
+    ``config.yaml`` and the cards, it makes a replay load these weights however the branch moves
+    on. A folder or ``minilm`` leaves the config as it is.
+
+    Raises:
+        ValueError: the model cannot be had (:func:`~tokenmask.train.models.resolve_checkpoint`).
+    """
+    start = resolve_checkpoint(config.model, hub=config.hub)
+    if start.commit is None:
+        return config, start
+    return replace(config, hub=replace(config.hub, revision=start.commit)), start
+
+
 def describe(config: FinetuneConfig) -> str:
     """The run's first line: what is fine-tuned for which task, and the limits in force."""
-    return f"fine-tuning {config.model} ({config.task}); {config.loop.describe_limits(epochs=config.epochs)}"
+    revision = f" (Hub revision {config.hub.revision})" if config.hub.revision else ""
+    return f"fine-tuning {config.model}{revision} ({config.task}); {config.loop.describe_limits(epochs=config.epochs)}"
 
 
 def finetune(
@@ -302,7 +320,8 @@ def finetune(
         ValueError: bad data, model or output settings; all before OUTPUT is written.
     """
     reporter = reporter if Shard.from_environment().is_main else QuietReporter()
-    tokenizer = load_classifier_tokenizer(config.model)
+    config, start = pin_revision(config)
+    tokenizer = load_classifier_tokenizer(start)
     if data is None:
         data = load_finetune_data(config, tokenizer)
     reporter.message(describe(config))
@@ -314,7 +333,9 @@ def finetune(
     tracker, card = _Tracker(config), FinetuneCards(config, data, command)
 
     def build(checkpoint: Path | None, shard: Shard) -> Job:
-        return _job(config, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter(), card)
+        return _job(
+            config, start, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter(), card
+        )
 
     trained = train(loop_settings(config, data), build, reporter, settings=flatten(config))
     # train() evaluates at least once in every run that returns (at the end if not at the last step),

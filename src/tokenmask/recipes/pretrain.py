@@ -9,7 +9,7 @@ the rest.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,11 @@ from tokenmask.recipes.pretrain_data import check_maskable, pretrain_data, rate_
 from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
+from tokenmask.text.tokenizer import tokenizer_commit
+from tokenmask.train.heads import head_support
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.loop import train
-from tokenmask.train.models import build_model, load_model_with_notes, paired_tokenizer
+from tokenmask.train.models import Checkpoint, build_model, load_model_with_notes, paired_tokenizer, resolve_checkpoint
 from tokenmask.train.step import mlm_loss_sum
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
@@ -53,12 +55,29 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, co
         ValueError: bad corpus, tokenizer, model or output settings; a corpus too small for
             one batch (the message says which ``batch_size`` fits).
     """
+    config, start = pin_revision(config)
     reporter.message(describe(config))
 
     def build(checkpoint: Path | None, shard: Shard) -> Job:
-        return _job(config, checkpoint, shard, reporter if shard.is_main else QuietReporter(), command)
+        return _job(config, start, checkpoint, shard, reporter if shard.is_main else QuietReporter(), command)
 
     return train(config.loop, build, reporter, settings=flatten(config))
+
+
+def pin_revision(config: PretrainConfig) -> tuple[PretrainConfig, Checkpoint | None]:
+    """``config`` with its Hub revision made the commit it stands for, and the ``init`` checkpoint (or None).
+
+    A model (else a tokenizer) named by Hub id resolves to one commit of its repository
+    (``--revision``, else ``main``); that commit becomes the config's ``revision``, so the run's
+    ``config.yaml`` replays exactly these weights however the branch moves on. Anything else
+    leaves the config as it is.
+
+    Raises:
+        ValueError: the checkpoint or tokenizer cannot be had (:func:`~tokenmask.train.models.resolve_checkpoint`).
+    """
+    start = resolve_checkpoint(config.init, hub=config.hub) if config.init else None
+    commit = start.commit if start is not None else tokenizer_commit(config.tokenizer, hub=config.hub)
+    return (config if commit is None else replace(config, hub=replace(config.hub, revision=commit))), start
 
 
 def demo_lines(config: PretrainConfig, count: int = 6) -> list[str]:
@@ -82,8 +101,9 @@ def describe(config: PretrainConfig) -> str:
         return f"pre-training {config.preset} from scratch (lr {loop.lr:g}, batch {loop.batch_size}); {loop.describe_limits()}"
     warmup = f"head-only warm-up {loop.head_warmup_steps} steps" if loop.head_warmup_steps else "no head-only warm-up"
     decay = f"layer decay {loop.layer_decay:g}" if loop.layer_decay != 1 else "no layer decay"
+    revision = f" (Hub revision {config.hub.revision})" if config.hub.revision else ""
     return (
-        f"pre-training: continuing {config.init} with the continued-pretraining recipe "
+        f"pre-training: continuing {config.init}{revision} with the continued-pretraining recipe "
         f"(lr {loop.lr:g}, {warmup}, {decay}); {loop.describe_limits()}"
     )
 
@@ -113,12 +133,19 @@ def evaluation_maskings(config: PretrainConfig) -> tuple[EvalMasks, EvalMasks | 
     return common, (own if own.masking != common.masking else None)
 
 
-def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter: Reporter, command: str | None) -> Job:
+def _job(
+    config: PretrainConfig,
+    start: Checkpoint | None,
+    checkpoint: Path | None,
+    shard: Shard,
+    reporter: Reporter,
+    command: str | None,
+) -> Job:
     loop = config.loop
-    tokenizer = paired_tokenizer(config.init, config.tokenizer)
+    tokenizer = paired_tokenizer(start, config.tokenizer, hub=config.hub)
     require_mask_token(tokenizer)
     notes: tuple[str, ...] = ()
-    source = checkpoint if checkpoint is not None else config.init  # a resumed run loads its checkpoint
+    source = checkpoint if checkpoint is not None else start  # a resumed run loads its checkpoint
     if source is not None:
         loaded = load_model_with_notes(source, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
         model, notes = loaded.model.train(), loaded.notes
@@ -126,6 +153,7 @@ def _job(config: PretrainConfig, checkpoint: Path | None, shard: Shard, reporter
         model = build_model(
             config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
         )
+    notes = (*notes, head_support(model).note)  # says so when a family's head is unknown: slower, not wrong
     phrases = load_phrases(config.corpus, tokenizer, config.masking.units, reading=config.reading, blocks=config.blocks)
     if phrases is not None:
         notes = (f"masked as units: {len(phrases.terms):,} terms, {len(phrases.ngrams):,} PMI n-grams", *notes)

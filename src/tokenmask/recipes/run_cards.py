@@ -21,7 +21,9 @@ from tokenmask.train.job import TrainResult
 
 def pretrain_card(config: PretrainConfig, data: PretrainData, command: str | None) -> Callable[[TrainResult], str]:
     """``result -> README.md`` of OUTPUT/model: command, start, data, steps, tokens, final fixed-mask metrics."""
-    start = f"the checkpoint {config.init}" if config.init else f"a new {config.preset} (random weights)"
+    start = (
+        f"the checkpoint {config.init}{_at(config.hub.revision)}" if config.init else f"a new {config.preset} (random weights)"
+    )
 
     def card(result: TrainResult) -> str:
         final = result.evaluations[-1]
@@ -33,10 +35,15 @@ def pretrain_card(config: PretrainConfig, data: PretrainData, command: str | Non
                 f"({config.eval_mlm_probability:.0%} of tokens selected{_COMMON * (config.eval_masking == 'common')}, "
                 "the same masks at every evaluation)"
             ),
-            path=str(Path(config.loop.output) / "model"), base_model=config.init,
+            path=str(Path(config.loop.output) / "model"), base_model=config.init, from_hub=config.hub.revision is not None,
         )  # fmt: skip
 
     return card
+
+
+def _at(revision: str | None) -> str:
+    """`` at Hub commit 8e4b2a1…`` for a checkpoint named by Hub id (its pinned revision), else nothing."""
+    return f" at Hub revision {revision}" if revision else ""
 
 
 _COMMON = ", token-level 80/10/10 as for every run on this data (own-masking scores: own_*)"
@@ -68,11 +75,11 @@ class FinetuneCards:
         labels = ", ".join(data.labels.labels[:20]) + (", …" if len(data.labels) > 20 else "")
         return model_card(
             pipeline_tag="text-classification" if data.task == "classify" else "token-classification",
-            command=self.command, start=f"the checkpoint {config.model}, with a new {_HEADS[data.task]} head",
+            command=self.command, start=f"the checkpoint {config.model}{_at(config.hub.revision)}, with a new {_HEADS[data.task]} head",
             data=f"{given}: {len(data.train):,} training and {len(data.validation):,} validation examples; labels {labels}",
             steps=steps, tokens=tokens, metrics=metrics,
             evaluation=f"{when}, on the {len(data.validation):,} validation examples",
-            path=str(folder), base_model=config.model,
+            path=str(folder), base_model=config.model, from_hub=config.hub.revision is not None,
         )  # fmt: skip
 
 

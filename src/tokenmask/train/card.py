@@ -36,6 +36,7 @@ def model_card(
     evaluation: str,
     path: str,
     base_model: str | None = None,
+    from_hub: bool = False,
 ) -> str:
     """The text of a model card.
 
@@ -51,14 +52,16 @@ def model_card(
         evaluation: what the metrics were measured on, e.g. ``"203 validation blocks at fixed masks"``.
         path: where the folder is (the loading example uses it).
         base_model: a checkpoint name; one with a Hub id (``minilm``) is named in the front matter.
+        from_hub: ``base_model`` is itself a Hub id (named in the front matter as it is).
 
     ``model_card(pipeline_tag="fill-mask", command=None, metrics={"loss": 4.6312}, ...)`` starts
     ``---\\nlibrary_name: transformers\\npipeline_tag: fill-mask\\n...`` and holds ``| loss | 4.6312 |``.
     """
     front = ["---", "library_name: transformers", f"pipeline_tag: {pipeline_tag}", "tags:", "- tokenmask"]
     front.append("- masked-language-modeling" if pipeline_tag == "fill-mask" else f"- {pipeline_tag}")
-    if base_model in HUB_IDS:
-        front.append(f"base_model: {HUB_IDS[base_model]}")
+    hub_id = base_model if from_hub else HUB_IDS.get(base_model or "")
+    if hub_id:
+        front.append(f"base_model: {hub_id}")
     front.append("---")
     made = f"```bash\n{command}\n```" if command else "Trained through the Python API of tokenmask."
     rows = "\n".join(f"| {name} | {_number(value)} |" for name, value in metrics.items())

@@ -31,7 +31,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from tokenmask.blocks.cache import says_disk_full
-from tokenmask.files import fsync_folder, write_json
+from tokenmask.files import follow_umask, fsync_folder, write_json
+from tokenmask.train.models import quiet_load_report
 
 STATE_FILE = "training_state.pt"
 MANIFEST_FILE = "manifest.json"
@@ -87,7 +88,8 @@ def save_checkpoint(
     """
 
     def write(temporary: Path) -> None:
-        model.save_pretrained(temporary, safe_serialization=True)
+        with quiet_load_report():  # no "Writing model shards" bar at every checkpoint
+            model.save_pretrained(temporary, safe_serialization=True)
         tokenizer.save_pretrained(temporary)
         torch.save(state, temporary / STATE_FILE)
         _write_manifest(temporary)
@@ -104,7 +106,8 @@ def save_model(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokeni
     """
 
     def write(temporary: Path) -> None:
-        model.save_pretrained(temporary, safe_serialization=True)
+        with quiet_load_report():
+            model.save_pretrained(temporary, safe_serialization=True)
         tokenizer.save_pretrained(temporary)
         if card:
             (temporary / CARD_FILE).write_text(card, encoding="utf-8")
@@ -124,6 +127,7 @@ def _replace_atomically(folder: Path, write: Callable[[Path], None]) -> Path:
     shutil.rmtree(temporary, ignore_errors=True)
     try:
         write(temporary)
+        follow_umask(temporary)  # save_pretrained writes the weights at mkstemp's 0600
     except Exception as error:
         full = _disk_full(error, folder.parent)  # before the clean-up below frees space again
         shutil.rmtree(temporary, ignore_errors=True)

@@ -9,36 +9,47 @@ pooler, which masked-LM checkpoints lack) is new. Its evaluation is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
+from tokenmask.hub import HubConfig
 from tokenmask.labelled.align import Task
 from tokenmask.labelled.examples import LabelVocab
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.train.models import LoadedModel, quiet_load_report, resolve_checkpoint, saved_tokenizer
+from tokenmask.train.models import (
+    Checkpoint,
+    LoadedModel,
+    encoder_keys,
+    quiet_load_report,
+    require_auto_class,
+    resolve_checkpoint,
+    saved_tokenizer,
+)
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers import PreTrainedTokenizerBase
 
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def load_classifier_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
-    """The tokenizer saved with a checkpoint (a folder, or ``minilm``).
+def load_classifier_tokenizer(name_or_path: str | Path | Checkpoint, *, hub: HubConfig = HubConfig()) -> PreTrainedTokenizerBase:
+    """The tokenizer saved with a checkpoint (a folder, ``minilm`` or a Hub id).
 
     Raises:
         ValueError: not a checkpoint (:func:`~tokenmask.train.models.resolve_checkpoint`), or
             one saved without its tokenizer.
     """
-    return saved_tokenizer(resolve_checkpoint(name_or_path))
+    return saved_tokenizer(resolve_checkpoint(name_or_path, hub=hub))
 
 
-def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab) -> LoadedModel:
-    """An encoder checkpoint under a classification head for ``labels`` (safetensors, local, no remote code).
+def load_classifier(
+    name_or_path: str | Path | Checkpoint, *, task: Task, labels: LabelVocab, hub: HubConfig = HubConfig()
+) -> LoadedModel:
+    """An encoder checkpoint under a classification head for ``labels`` (a folder, ``minilm`` or a
+    Hub id: :func:`~tokenmask.train.models.resolve_checkpoint`; remote code only with ``hub.trust_remote_code``).
 
     ``task="classify"`` gives ``AutoModelForSequenceClassification`` (one label per
     text), ``"tokens"`` ``AutoModelForTokenClassification`` (one per token). The
@@ -52,26 +63,26 @@ def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab)
     """
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-    folder = resolve_checkpoint(name_or_path)
+    checkpoint = resolve_checkpoint(name_or_path, hub=hub)
     auto = AutoModelForSequenceClassification if task == "classify" else AutoModelForTokenClassification
+    require_auto_class(checkpoint, auto.__name__)
     with quiet_load_report():
         model, info = auto.from_pretrained(
-            folder,
+            checkpoint.folder,
             num_labels=len(labels),
             id2label=labels.id2label,
             label2id=labels.label2id,
-            local_files_only=True,
-            trust_remote_code=False,
+            trust_remote_code=checkpoint.trust_remote_code,
             ignore_mismatched_sizes=True,  # a head for other labels is replaced, and said so
             output_loading_info=True,
         )
     missing = sorted(info.get("missing_keys", ()))
-    lacking = _encoder_keys(model, missing)
+    lacking = encoder_keys(model, missing)
     if lacking:
         shown = ", ".join(lacking[:4]) + (f" and {len(lacking) - 4} more" if len(lacking) > 4 else "")
-        raise ValueError(f"{folder}: the checkpoint lacks encoder weights ({shown}); they would be random")
-    name = str(Path(name_or_path))  # as the user named it: "minilm", or the folder
-    notes = [f"{name}: encoder loaded into {type(model).__name__} for {len(labels)} labels"]
+        raise ValueError(f"{checkpoint.name}: the checkpoint lacks encoder weights ({shown}); they would be random")
+    name = checkpoint.name  # as the user named it: "minilm", the folder, the Hub id
+    notes = [*checkpoint.notes, f"{name}: encoder loaded into {type(model).__name__} for {len(labels)} labels"]
     if missing:
         notes.append(f"{name}: new, randomly initialised: {', '.join(missing)}")
     mismatched = [key for key, *_ in info.get("mismatched_keys", ())]
@@ -81,19 +92,6 @@ def load_classifier(name_or_path: str | Path, *, task: Task, labels: LabelVocab)
     if unused:
         notes.append(f"{name}: checkpoint tensors not used: {', '.join(unused[:6])}{' …' if len(unused) > 6 else ''}")
     return LoadedModel(model, tuple(notes))
-
-
-def _encoder_keys(model: PreTrainedModel, keys: Iterable[str]) -> list[str]:
-    """The keys that belong to the encoder, pooler excepted (checkpoints name them with or
-    without the base-model prefix, e.g. ``bert.``)."""
-    prefix = model.base_model_prefix + "."
-    names = set(model.state_dict())
-    found = []
-    for key in keys:
-        full = key if key in names else prefix + key
-        if full.startswith(prefix) and not full.startswith(prefix + "pooler."):
-            found.append(key)
-    return found
 
 
 def model_inputs(batch: dict[str, Any]) -> dict[str, torch.Tensor]:

@@ -1,23 +1,26 @@
 """The sparse MLM head: run the encoder, apply the prediction head at target positions only.
 
 At 15% masking most of the ``hidden -> vocabulary`` projection is wasted on positions without
-a label; gathering the targets first skips it and gives the same loss. Known heads: BERT,
-RoBERTa (and XLM-R, CamemBERT…), DistilBERT, ModernBERT. Other masked-LM models fall back to
-the full head. The encoder's last layer runs at the targets only too, where
-:mod:`.last_layer` knows the model.
+a label; gathering the targets first skips it and gives the same loss. Known heads (exactly
+transformers' own classes): BERT, RoBERTa, XLM-R, CamemBERT, DistilBERT, ALBERT, ModernBERT,
+DeBERTa (v1, v2 and v3), ELECTRA's generator, MPNet. Other models run the full head. The
+encoder's last layer runs at the targets only too where :mod:`.last_layer` knows it;
+:func:`head_support` says what runs where.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+import transformers
 from torch import nn
 
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.train.last_layer import encoder_layers, last_layer, last_layer_at_targets
+from tokenmask.train.last_layer import encoder_layers, knows_layer, last_layer, last_layer_at_targets
 
 
 @dataclass(frozen=True)
@@ -33,27 +36,97 @@ class SplitMaskedLM:
     head: Callable[[torch.Tensor], torch.Tensor]
 
 
-def _child(model: nn.Module, name: str) -> nn.Module:
-    """``model.<name>``, a submodule: torch types a Module's attributes as ``Tensor | Module``."""
-    return getattr(model, name)
+def _calls(encoder: str, *head: str) -> Callable[[Any], SplitMaskedLM]:
+    """The split of a model whose head calls its modules ``head`` in turn:
+    ``_calls("model", "head", "decoder")`` -> encoder ``model.model``, head ``decoder(head(hidden))``."""
+
+    def split(model: Any) -> SplitMaskedLM:
+        modules = [getattr(model, name) for name in head]
+
+        def run(hidden: torch.Tensor) -> torch.Tensor:
+            for module in modules:
+                hidden = module(hidden)
+            return hidden
+
+        return SplitMaskedLM(getattr(model, encoder), run)
+
+    return split
+
+
+def _deberta(model: Any) -> SplitMaskedLM:
+    """DeBERTa's head: ``cls``, BERT's layout (``config.legacy``, the default), or
+    ``lm_predictions``, which takes the word embeddings as an argument for its decoder."""
+    if getattr(model, "legacy", True):  # transformers before the lm_predictions head had cls only
+        return SplitMaskedLM(model.deberta, model.cls)
+    words = model.deberta.embeddings.word_embeddings
+    return SplitMaskedLM(model.deberta, lambda hidden: model.lm_predictions(hidden, words))
+
+
+# How each known masked-LM class splits: its forward is ``head(encoder(...).last_hidden_state)``
+# (read in transformers' modeling_<family>.py). ALBERT's and ELECTRA's heads go through the
+# embedding size on their way to the vocabulary.
+_SPLITS: dict[str, Callable[[Any], SplitMaskedLM]] = {
+    "BertForMaskedLM": _calls("bert", "cls"),
+    "RobertaForMaskedLM": _calls("roberta", "lm_head"),
+    "XLMRobertaForMaskedLM": _calls("roberta", "lm_head"),
+    "CamembertForMaskedLM": _calls("roberta", "lm_head"),
+    "DistilBertForMaskedLM": _calls("distilbert", "vocab_transform", "activation", "vocab_layer_norm", "vocab_projector"),
+    "AlbertForMaskedLM": _calls("albert", "predictions"),
+    "ModernBertForMaskedLM": _calls("model", "head", "decoder"),
+    "DebertaForMaskedLM": _deberta,
+    "DebertaV2ForMaskedLM": _deberta,  # DeBERTa-v3 too
+    "ElectraForMaskedLM": _calls("electra", "generator_predictions", "generator_lm_head"),
+    "MPNetForMaskedLM": _calls("mpnet", "lm_head"),
+}
 
 
 def split_masked_lm(model: nn.Module) -> SplitMaskedLM | None:
-    """The encoder and head of a known masked-LM architecture, or None (use the full head)."""
-    if hasattr(model, "bert") and hasattr(model, "cls"):
-        return SplitMaskedLM(_child(model, "bert"), _child(model, "cls"))
-    if hasattr(model, "roberta") and hasattr(model, "lm_head"):
-        return SplitMaskedLM(_child(model, "roberta"), _child(model, "lm_head"))
-    if hasattr(model, "distilbert") and hasattr(model, "vocab_projector"):
+    """The encoder and head of a known masked-LM model, or None (use the full head).
 
-        def distilbert_head(hidden: torch.Tensor) -> torch.Tensor:
-            transformed = _child(model, "activation")(_child(model, "vocab_transform")(hidden))
-            return _child(model, "vocab_projector")(_child(model, "vocab_layer_norm")(transformed))
+    Known: exactly transformers' own classes of the families in this module's docstring, not
+    subclasses nor remote code with the same names (either may compute otherwise)."""
+    name = type(model).__name__
+    split = _SPLITS.get(name)
+    if split is None or getattr(transformers, name, None) is not type(model):
+        return None
+    return split(model)
 
-        return SplitMaskedLM(_child(model, "distilbert"), distilbert_head)
-    if hasattr(model, "model") and hasattr(model, "head") and hasattr(model, "decoder"):
-        return SplitMaskedLM(_child(model, "model"), lambda hidden: _child(model, "decoder")(_child(model, "head")(hidden)))
-    return None
+
+@dataclass(frozen=True)
+class HeadSupport:
+    """What of a masked-LM model runs at the targets only, from :func:`head_support`.
+
+    Attributes:
+        model: the model's class name, ``"BertForMaskedLM"``.
+        sparse: the MLM head runs at the targets only (:func:`split_masked_lm`).
+        last_layer: the encoder's last layer runs at the targets only too (:mod:`.last_layer`).
+        note: the same in one line, for the run's first lines.
+    """
+
+    model: str
+    sparse: bool
+    last_layer: bool
+    note: str
+
+
+def head_support(model: nn.Module) -> HeadSupport:
+    """What runs at the targets only for ``model``, and one line that says it.
+
+    ``BertForMaskedLM`` -> ``sparse=True, last_layer=True``, "sparse head: BertForMaskedLM's MLM
+    head and last layer run at the targets only". Ask it of the model as it trains: its attention
+    implementation and any adapter decide the last layer.
+    """
+    name = type(model).__name__
+    parts = split_masked_lm(model)
+    if parts is None:
+        note = f"no sparse head known for {name}: the full head runs at every position (the same loss, slower)"
+        return HeadSupport(name, sparse=False, last_layer=False, note=note)
+    if last_layer(parts.encoder) is not None:
+        note = f"sparse head: {name}'s MLM head and last layer run at the targets only"
+        return HeadSupport(name, sparse=True, last_layer=True, note=note)
+    why = "not with this attention, adapter or compiled layer" if knows_layer(parts.encoder) else "not known to tokenmask"
+    note = f"sparse head: {name}'s MLM head runs at the targets only; its last layer runs in full ({why})"
+    return HeadSupport(name, sparse=True, last_layer=False, note=note)
 
 
 def compile_encoder(model: nn.Module) -> None:

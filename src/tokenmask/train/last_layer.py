@@ -9,9 +9,10 @@ The attention runs through ``F.scaled_dot_product_attention`` for both SDPA and 
 with SDPA the numbers are the same, with eager equal up to rounding (about 1e-7 in fp32).
 The last layer's attention weights (``output_attentions``) are not computed.
 
-Written against the layers of transformers 5: BERT, RoBERTa (and XLM-R, CamemBERT) and
-ModernBERT, with SDPA or eager attention. Any other model, transformers version, attention
-implementation, or a compiled encoder or last layer runs its full last layer:
+Written against the layers of transformers 5: BERT, RoBERTa (and XLM-R, CamemBERT), ELECTRA,
+DistilBERT and ModernBERT, with SDPA or eager attention. Any other model (ALBERT, whose layers
+share weights; DeBERTa and MPNet, with relative positions in every attention), transformers
+version, attention implementation, or a compiled encoder or last layer runs its full last layer:
 :func:`last_layer_at_targets` then does nothing (``--compile`` compiles the other layers).
 """
 
@@ -33,21 +34,34 @@ _TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) == 5
 
 
 @functools.cache
-def _known_layers() -> tuple[frozenset[type], frozenset[type]]:
-    """``(BERT-like layer classes, ModernBERT layer classes)`` of the installed transformers 5."""
+def _known_layers() -> dict[type, str]:
+    """The layer classes of the installed transformers 5, each with its kind: ``"bert"``,
+    ``"distilbert"`` or ``"modernbert"`` (ELECTRA's layer is BERT's, copied)."""
     from transformers.models.bert.modeling_bert import BertLayer
     from transformers.models.camembert.modeling_camembert import CamembertLayer
+    from transformers.models.distilbert.modeling_distilbert import TransformerBlock
+    from transformers.models.electra.modeling_electra import ElectraLayer
     from transformers.models.modernbert.modeling_modernbert import ModernBertEncoderLayer
     from transformers.models.roberta.modeling_roberta import RobertaLayer
     from transformers.models.xlm_roberta.modeling_xlm_roberta import XLMRobertaLayer
 
-    return frozenset({BertLayer, RobertaLayer, XLMRobertaLayer, CamembertLayer}), frozenset({ModernBertEncoderLayer})
+    bert_like = (BertLayer, RobertaLayer, XLMRobertaLayer, CamembertLayer, ElectraLayer)
+    return {**dict.fromkeys(bert_like, "bert"), TransformerBlock: "distilbert", ModernBertEncoderLayer: "modernbert"}
 
 
 def encoder_layers(encoder: nn.Module) -> nn.ModuleList | None:
-    """The list of layers of a BERT-like (``encoder.layer``) or ModernBERT (``layers``) encoder."""
-    layers = getattr(getattr(encoder, "encoder", None), "layer", None) or getattr(encoder, "layers", None)
+    """The list of layers of a BERT-like (``encoder.layer``), DistilBERT (``transformer.layer``)
+    or ModernBERT (``layers``) encoder."""
+    body = getattr(encoder, "encoder", None) or getattr(encoder, "transformer", None)
+    layers = getattr(body, "layer", None) or getattr(encoder, "layers", None)
     return layers if isinstance(layers, nn.ModuleList) and len(layers) > 0 else None
+
+
+def knows_layer(encoder: nn.Module) -> bool:
+    """Whether the encoder's last layer is of a class this module knows; :func:`last_layer` may
+    still leave it whole (its attention implementation, an adapter, a compiled layer…)."""
+    layers = encoder_layers(encoder)
+    return layers is not None and type(layers[-1]) in _known_layers()
 
 
 def last_layer(encoder: nn.Module) -> nn.Module | None:
@@ -65,13 +79,17 @@ def last_layer(encoder: nn.Module) -> nn.Module | None:
     if layers is None or getattr(layers[-1], "_compiled_call_impl", None) is not None:
         return None
     layer: Any = layers[-1]  # a transformers layer, its parts read by name
-    bert_like, modernbert = _known_layers()
+    kind = _known_layers().get(type(layer))
     projections: tuple[Any, ...]
-    if type(layer) in bert_like:
+    if kind == "bert":
         attention = layer.attention.self
         projections = (attention.query, attention.key, attention.value)
         plain = not layer.add_cross_attention and not layer.chunk_size_feed_forward
-    elif type(layer) in modernbert:
+    elif kind == "distilbert":
+        attention = layer.attention
+        projections = (attention.q_lin, attention.k_lin, attention.v_lin)
+        plain = not layer.ffn.chunk_size_feed_forward
+    elif kind == "modernbert":
         projections, plain = (layer.attn.Wqkv,), True  # its weight is sliced, not called
     else:
         return None
@@ -109,7 +127,7 @@ def last_layer_at_targets(encoder: nn.Module, targets: torch.Tensor) -> Iterator
     if layer is None:
         yield False
         return
-    on_targets = _bert_on_targets if type(layer) in _known_layers()[0] else _modernbert_on_targets
+    on_targets = _ON_TARGETS[_known_layers()[type(layer)]]
     positions, valid = query_positions(targets)
 
     def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any, **kwargs: Any):
@@ -182,17 +200,34 @@ def _attend(module: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p if module.training else 0.0, scale=scale)
 
 
+def _self_attention(attention: Any, projections: tuple[Any, Any, Any], hidden, at, mask, *, heads: int, scale: float):
+    """Multi-head attention of the rows ``at`` ``(B, Q, H)`` over every token of ``hidden``
+    ``(B, T, H)``, with the query, key and value ``projections``; ``(B, Q, H)`` before the output one."""
+    query, key, value = projections
+    q = _heads(query(at), heads)  # (B, h, Q, d)
+    k, v = _heads(key(hidden), heads), _heads(value(hidden), heads)  # (B, h, T, d)
+    return _merge(_attend(attention, q, k, v, mask, p=attention.dropout.p, scale=scale))
+
+
 def _bert_on_targets(layer: Any, hidden: torch.Tensor, positions: torch.Tensor, mask, _rotary) -> torch.Tensor:
     """A BERT layer (post-norm: attention, add & norm, feed-forward, add & norm) at the positions."""
     attention = layer.attention.self
-    heads = attention.num_attention_heads
     at = _rows(hidden, positions)  # (B, Q, H)
-    q = _heads(attention.query(at), heads)  # (B, h, Q, d)
-    k, v = _heads(attention.key(hidden), heads), _heads(attention.value(hidden), heads)  # (B, h, T, d)
     scale = getattr(attention, "scaling", attention.attention_head_size**-0.5)
-    context = _merge(_attend(attention, q, k, v, mask, p=attention.dropout.p, scale=scale))  # (B, Q, H)
+    projections = (attention.query, attention.key, attention.value)
+    context = _self_attention(attention, projections, hidden, at, mask, heads=attention.num_attention_heads, scale=scale)
     attended = layer.attention.output(context, at)
     return layer.output(layer.intermediate(attended), attended)
+
+
+def _distilbert_on_targets(layer: Any, hidden: torch.Tensor, positions: torch.Tensor, mask, _rotary) -> torch.Tensor:
+    """A DistilBERT block (BERT's layer under other names, no dropout after the attention) at the positions."""
+    attention = layer.attention
+    at = _rows(hidden, positions)  # (B, Q, H)
+    projections = (attention.q_lin, attention.k_lin, attention.v_lin)
+    context = _self_attention(attention, projections, hidden, at, mask, heads=attention.n_heads, scale=attention.scaling)
+    attended = layer.sa_layer_norm(attention.out_lin(context) + at)
+    return layer.output_layer_norm(layer.ffn(attended) + attended)
 
 
 def _modernbert_on_targets(layer: Any, hidden: torch.Tensor, positions: torch.Tensor, mask, rotary) -> torch.Tensor:
@@ -214,3 +249,6 @@ def _modernbert_on_targets(layer: Any, hidden: torch.Tensor, positions: torch.Te
     context = _merge(_attend(attention, q, k, v, mask, p=attention.attention_dropout, scale=attention.head_dim**-0.5))
     out = _rows(hidden, positions) + attention.out_drop(attention.Wo(context))  # (B, Q, H)
     return out + layer.mlp(layer.mlp_norm(out))
+
+
+_ON_TARGETS = {"bert": _bert_on_targets, "distilbert": _distilbert_on_targets, "modernbert": _modernbert_on_targets}

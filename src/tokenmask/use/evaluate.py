@@ -211,10 +211,11 @@ def evaluate_checkpoint(config: EvaluateConfig) -> CheckpointScores:
     import itertools
 
     from tokenmask.blocks.load import load_blocks, load_phrases
-    from tokenmask.train.models import load_model, paired_tokenizer
+    from tokenmask.train.models import load_model, paired_tokenizer, resolve_checkpoint
 
-    tokenizer = paired_tokenizer(config.model, config.tokenizer)
-    model = load_model(config.model, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
+    checkpoint = resolve_checkpoint(config.model, hub=config.hub)
+    tokenizer = paired_tokenizer(checkpoint, config.tokenizer, hub=config.hub)
+    model = load_model(checkpoint, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
     units = config.masking.units
     phrases = load_phrases(config.corpus, tokenizer, units, reading=config.reading, blocks=config.blocks)
     blocks = load_blocks(config.corpus, tokenizer, reading=config.reading, blocks=config.blocks, phrases=phrases)

@@ -8,28 +8,35 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+from transformers import pipeline
 
+from tokenmask.hub import HubConfig
 from tokenmask.text.token_tables import require_mask_token
-from tokenmask.train.models import check_fits
+from tokenmask.train.models import Checkpoint, load_model_with_notes, resolve_checkpoint, saved_tokenizer
 from tokenmask.use.config import FillConfig
 from tokenmask.use.evaluate import inference_device
 
 _MASK_SPELLINGS = re.compile(r"\[MASK\]|<mask>", re.IGNORECASE)
 
 
-def load_fill_mask(model_dir: str | Path):
-    """A ``pipeline("fill-mask")`` on a local checkpoint folder (no hub, no remote code), on
-    the GPU when there is one.
+def load_fill_mask(model: str | Path | Checkpoint, *, hub: HubConfig = HubConfig()):
+    """A ``pipeline("fill-mask")`` on a checkpoint (a folder or a Hub id:
+    :func:`~tokenmask.train.models.resolve_checkpoint`), on the GPU when there is one.
 
     Raises:
-        ValueError: the folder's tokenizer has no mask token, or more ids than the model has embeddings.
+        ValueError: the checkpoint has no masked-LM head (its guesses would be random), its
+            tokenizer has no mask token, or more ids than the model has embeddings.
     """
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
+    checkpoint = resolve_checkpoint(model, hub=hub)
+    tokenizer = saved_tokenizer(checkpoint)
     require_mask_token(tokenizer)
-    model = AutoModelForMaskedLM.from_pretrained(model_dir, local_files_only=True, trust_remote_code=False)
-    check_fits(model, vocab_size=len(tokenizer), max_length=None, name=str(model_dir))
-    return pipeline("fill-mask", model=model, tokenizer=tokenizer, device=inference_device())
+    loaded = load_model_with_notes(checkpoint, vocab_size=len(tokenizer), max_length=None)
+    if loaded.new_head:
+        raise ValueError(
+            f"{checkpoint.name} has no masked-LM head (a sentence encoder or a classifier?): its guesses would be "
+            f"random; pre-train it first (tokenmask pretrain --init {checkpoint.name})"
+        )
+    return pipeline("fill-mask", model=loaded.model, tokenizer=tokenizer, device=inference_device())
 
 
 def fill_mask(fill, text: str, *, top_k: int = 5) -> list[list[dict[str, Any]]]:
@@ -56,7 +63,7 @@ def predict_masks(config: FillConfig) -> list[list[dict[str, Any]]]:
     Raises:
         ValueError: a bad checkpoint folder, or no mask in the text.
     """
-    return fill_mask(load_fill_mask(config.model), " ".join(config.text), top_k=config.top_k)
+    return fill_mask(load_fill_mask(config.model, hub=config.hub), " ".join(config.text), top_k=config.top_k)
 
 
 def fill_demo(fill, lines: Sequence[str], *, top_k: int = 3) -> list[dict[str, Any]]:
