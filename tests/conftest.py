@@ -69,6 +69,14 @@ def plays_file(tmp_path_factory, lines):
 
 
 @pytest.fixture(scope="session")
+def short_texts(tmp_path_factory) -> Path:
+    """A text file of three lines of Shakespeare, one text per line (for embed and search)."""
+    path = tmp_path_factory.mktemp("texts") / "texts.txt"
+    path.write_text("to be or not to be\nthe play is the thing\nall the world's a stage\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
 def bert_tokenizer():
     return load_tokenizer("bert-base-uncased")
 

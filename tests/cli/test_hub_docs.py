@@ -22,21 +22,9 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "hub.md"
 STAND_INS = {"FacebookAI/roberta-base": "roberta", "answerdotai/ModernBERT-base": "modernbert"}
 """Hub id on the page -> the family whose tiny checkpoint is laid out under that id."""
 SHORT = {
-    "pretrain": [
-        "--max-steps",
-        "2",
-        "--batch-size",
-        "2",
-        "--max-length",
-        "32",
-        "--eval-blocks",
-        "2",
-        "--no-demo",
-        "--report-to",
-        "none",
-    ],
-    "finetune": ["--max-steps", "2", "--batch-size", "4", "--max-length", "32", "--report-to", "none"],
-    "evaluate": ["--max-length", "32", "--max-blocks", "2"],
+    "pretrain": shlex.split("--max-steps 2 --batch-size 2 --max-length 32 --eval-blocks 2 --no-demo --report-to none"),
+    "finetune": shlex.split("--max-steps 2 --batch-size 4 --max-length 32 --report-to none"),
+    "evaluate": shlex.split("--max-length 32 --max-blocks 2"),
 }
 """Appended to each command (a later flag wins): a few steps of tiny batches."""
 

@@ -77,18 +77,9 @@ class Files:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, lines) -> Path:
-    """100 paragraphs of 6 lines of Shakespeare: about 7,600 tokens, 250 blocks of 32."""
-    path = tmp_path_factory.mktemp("hub-corpus") / "plays.txt"
-    path.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 600, 6)), encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def texts(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("hub-texts") / "texts.txt"
-    path.write_text("to be or not to be\nthe play is the thing\nall the world's a stage\n", encoding="utf-8")
-    return path
+def corpus(plays_file) -> Path:
+    """100 paragraphs of 6 lines of Shakespeare: about 8,000 tokens, 260 blocks of 32."""
+    return plays_file(600, 6)
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +91,8 @@ def reviews(tmp_path_factory, reviews_csv) -> Path:
 
 
 @pytest.fixture
-def files(corpus, reviews, texts, tmp_path) -> Files:
-    return Files(corpus, reviews, texts, tmp_path / "run", tmp_path / "vectors.npy")
+def files(corpus, reviews, short_texts, tmp_path) -> Files:
+    return Files(corpus, reviews, short_texts, tmp_path / "run", tmp_path / "vectors.npy")
 
 
 def said(text: str) -> str:

@@ -43,11 +43,9 @@ def starting_model(hub_cache, family: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, lines) -> Path:
-    """100 paragraphs of 6 lines of Shakespeare: about 8,500 tokens, 270 blocks of 32."""
-    path = tmp_path_factory.mktemp("family-corpus") / "plays.txt"
-    path.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 600, 6)), encoding="utf-8")
-    return path
+def corpus(plays_file) -> Path:
+    """100 paragraphs of 6 lines of Shakespeare: about 8,000 tokens, 260 blocks of 32."""
+    return plays_file(600, 6)
 
 
 @pytest.fixture(scope="module")
@@ -73,13 +71,6 @@ def pretrained(hub_cache, corpus, tmp_path_factory) -> Callable[[str], Path]:
         return outputs[family]
 
     return pretrain
-
-
-@pytest.fixture(scope="module")
-def texts_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("family-texts") / "texts.txt"
-    path.write_text("to be or not to be\nthe play is the thing\nall the world's a stage\n", encoding="utf-8")
-    return path
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -156,10 +147,10 @@ def test_tagged_words_are_tokenized_as_in_running_text(family, hub_cache):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_embed_texts_with_the_encoder(family, hub_cache, pretrained, texts_file, tmp_path):
+def test_embed_texts_with_the_encoder(family, hub_cache, pretrained, short_texts, tmp_path):
     for name, model in (("start", starting_model(hub_cache, family)), ("trained", str(pretrained(family) / "model"))):
         index = tmp_path / f"{name}.npy"
-        assert main(["embed", model, "--input", str(texts_file), "--output", str(index)]) == 0
+        assert main(["embed", model, "--input", str(short_texts), "--output", str(index)]) == 0
         vectors = np.load(index)
         assert vectors.shape == (3, 32) and vectors.dtype == np.float32  # 3 texts x the encoder's hidden size
         assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5) and not np.allclose(vectors[0], vectors[1])
