@@ -31,6 +31,10 @@ _WEIGHT_PATTERNS = ["*.safetensors", "*.safetensors.index.json"]
 _PICKLED_PATTERNS = ["pytorch_model*.bin", "pytorch_model.bin.index.json"]
 
 
+NEVER_REPLAYED = ("trust_remote_code",)
+"""Settings a run's ``config.yaml`` leaves out: a replay must be given them again, on the command line."""
+
+
 @dataclass(frozen=True)
 class HubConfig:
     """Where a model or tokenizer named by Hub id comes from, and whether its own code may run."""
@@ -38,13 +42,15 @@ class HubConfig:
     revision: str | None = setting(
         None,
         metavar="REV",
-        help="branch, tag or commit of the model named by Hub id, else of the tokenizer (none = main); a training run "
+        help="branch, tag or commit of the model named by Hub id, or with no model named, of the tokenizer (none = "
+        "main; a tokenizer of another repository is read at its main); a training run "
         "records the commit used in config.yaml and its model card. Hub files go through the Hugging Face cache "
         "(HF_HOME, HF_HUB_OFFLINE, HF_TOKEN apply)",
     )
     trust_remote_code: bool = setting(
         False,
-        help="run the Python code a Hub repository ships (its config's auto_map); without it such a model is refused",
+        help="run the Python code a Hub repository ships (its config's auto_map); without it such a model is refused. "
+        "Never written to config.yaml: a replay needs it typed again",
     )
 
     def __post_init__(self) -> None:
@@ -103,40 +109,49 @@ def download(repo_id: str, *, revision: str | None = None, files: Files = "model
 
     patterns = _TOKENIZER_PATTERNS + (_WEIGHT_PATTERNS if files == "model" else []) + (["*.py"] if trust_remote_code else [])
     try:
-        folder = _cached_commit(repo_id, revision, files) or Path(
+        folder = _cached_commit(repo_id, revision, files, trust_remote_code=trust_remote_code) or Path(
             snapshot_download(repo_id, revision=revision, allow_patterns=patterns, ignore_patterns=["*/*"])
         )
         notes: tuple[str, ...] = ()
         if files == "model" and not any(folder.glob("*.safetensors")):
-            folder = _cached_commit(repo_id, folder.name, files) or Path(
+            folder = _cached_commit(repo_id, folder.name, files, weights_glob="pytorch_model*.bin") or Path(
                 snapshot_download(repo_id, revision=folder.name, allow_patterns=_PICKLED_PATTERNS, ignore_patterns=["*/*"])
             )
             if not any(folder.glob("pytorch_model*.bin")):
                 raise HubError(f"{repo_id}: no PyTorch weights (neither model.safetensors nor pytorch_model.bin)")
-            notes = (
-                f"{repo_id}: no safetensors weights; pytorch_model.bin is loaded as transformers loads it safely "
-                "(torch.load with weights_only=True: tensors only, no code)",
-            )
+            notes = (pickled_weights_note(repo_id),)
     except (LocalEntryNotFoundError, HfHubHTTPError) as error:
         raise HubError(_explain(error, repo_id, revision)) from None
     return Snapshot(repo_id=repo_id, commit=folder.name, folder=folder, notes=notes)
 
 
-def _cached_commit(repo_id: str, revision: str | None, files: Files) -> Path | None:
+def pickled_weights_note(name: str) -> str:
+    """The line that says a checkpoint's weights are a pickled ``.bin``, and how it is opened."""
+    return (
+        f"{name}: no safetensors weights; pytorch_model.bin is loaded as transformers loads it safely "
+        "(torch.load with weights_only=True: tensors only, no code)"
+    )
+
+
+def _cached_commit(
+    repo_id: str, revision: str | None, files: Files, *, weights_glob: str = "*.safetensors", trust_remote_code: bool = False
+) -> Path | None:
     """The cached snapshot of a commit (40 hex digits: it never changes) when it holds what ``files``
-    needs, found without asking the Hub (and without its bar), else None: a replay, a resumed
-    study and the second look for ``.bin`` weights read the cache alone."""
+    needs (config, tokenizer files, weights matching ``weights_glob``), found without asking the Hub
+    (and without its bar), else None: a replay, a resumed study and the second look for ``.bin``
+    weights read the cache alone. Never with ``trust_remote_code``: the Hub lists the code files."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.utils import LocalEntryNotFoundError
 
-    if revision is None or not re.fullmatch(r"[0-9a-f]{40}", revision):
+    if revision is None or not re.fullmatch(r"[0-9a-f]{40}", revision) or trust_remote_code:  # code: ask for every *.py
         return None
     try:
         folder = Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
     except LocalEntryNotFoundError:
         return None
-    weights = any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
-    return folder if (folder / "config.json").is_file() and (files == "tokenizer" or weights) else None
+    tokenizer = any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json"))
+    weights = any(folder.glob(weights_glob)) if files == "model" else True
+    return folder if (folder / "config.json").is_file() and tokenizer and weights else None
 
 
 def _explain(error: Exception, repo_id: str, revision: str | None) -> str:
@@ -154,8 +169,8 @@ def _explain(error: Exception, repo_id: str, revision: str | None) -> str:
         )
     if isinstance(error, RepositoryNotFoundError):
         return (
-            f"{repo_id} is no model repository on the Hub that this account may read: check the name, or, if it is "
-            "private, give a token with access (HF_TOKEN=... or `hf auth login`)"
+            f"{repo_id} is neither a local folder nor a model repository on the Hub that this account may read: check "
+            "the name, or, if it is private, give a token with access (HF_TOKEN=... or `hf auth login`)"
         )
     if type(error).__name__ == "IncompleteSnapshotError":  # huggingface_hub >= 1: files listed but not downloaded
         return (
@@ -164,17 +179,18 @@ def _explain(error: Exception, repo_id: str, revision: str | None) -> str:
             f"`hf download {repo_id}{f' --revision {revision}' if revision else ''}`"
         )
     if isinstance(error, LocalEntryNotFoundError):
-        cached = _cache_folder(repo_id).is_dir()
-        what = f"revision {revision!r} of {repo_id} is" if revision and cached else f"{repo_id}{at} is"
+        place = f"the Hugging Face cache ({constants.HF_HUB_CACHE})"
+        if revision and _cache_folder(repo_id).is_dir():
+            missing = f"revision {revision!r} of {repo_id} is not in {place}"
+        else:
+            missing = f"{repo_id}{at} is neither a local folder nor in {place}"
         fetch = f"`hf download {repo_id}{f' --revision {revision}' if revision else ''}`"
         if constants.HF_HUB_OFFLINE:
             return (
-                f"{what} not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE=1 forbids "
-                f"downloading: download it first while online ({fetch}, or this command without HF_HUB_OFFLINE)"
+                f"{missing}, and HF_HUB_OFFLINE=1 forbids downloading: download it first while online ({fetch}, or this "
+                "command without HF_HUB_OFFLINE)"
             )
-        return (
-            f"{what} not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub cannot be reached: check the connection"
-        )
+        return f"{missing}, and the Hub cannot be reached: check the connection"
     return f"{repo_id}{at}: the Hub refused the download ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
 
 

@@ -122,7 +122,7 @@ BAD_NAMES: dict[str, tuple[Callable[[HubCache], str], tuple[str, ...], tuple[str
     # case: (the model, extra flags, words the message must hold)
     "not cached": (
         lambda hub: hub.missing, (),
-        ("tokenmask-test/not-in-the-cache is not in the Hugging Face cache", "HF_HUB_OFFLINE=1",
+        ("tokenmask-test/not-in-the-cache is neither a local folder nor in the Hugging Face cache", "HF_HUB_OFFLINE=1",
          "`hf download tokenmask-test/not-in-the-cache`"),
     ),
     "no such revision": (
@@ -448,7 +448,7 @@ def closed_port() -> str:
 
 def test_no_hub_and_no_cache_says_the_hub_cannot_be_reached(closed_port, hub_cache, monkeypatch):
     go_online(monkeypatch, closed_port)
-    with pytest.raises(HubError, match=r"not in the Hugging Face cache .* and the Hub cannot be reached: check the connection"):
+    with pytest.raises(HubError, match=r"neither a local folder nor in the Hugging Face cache .*, and the Hub cannot be reached: check the connection"):
         download(hub_cache.missing)
 
 

@@ -220,7 +220,7 @@ def test_resolve_checkpoint_tells_a_folder_from_the_name_minilm_from_a_hub_id(tm
         resolve_checkpoint(run)
     with pytest.raises(ValueError, match="model 'runs/a/b' is neither a folder, the name minilm, nor a Hub id"):
         resolve_checkpoint("runs/a/b")  # two slashes: no Hub id
-    with pytest.raises(ValueError, match="bert-huge is not in the Hugging Face cache .* HF_HUB_OFFLINE=1"):
+    with pytest.raises(ValueError, match="bert-huge is neither a local folder nor in the Hugging Face cache .* HF_HUB_OFFLINE=1"):
         resolve_checkpoint("bert-huge")  # a Hub id, looked up in the (test session's empty) cache
     with pytest.raises(ValueError, match="--revision v2 is for models named by Hub id, but .* is a local folder"):
         resolve_checkpoint(run / "model", hub=HubConfig(revision="v2"))

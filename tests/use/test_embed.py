@@ -330,7 +330,7 @@ def test_embed_and_search_with_minilm(tmp_path, capsys):
         ("empty input", "no text (empty, or blank lines only)"),
         ("missing input", "no such file"),
         ("missing index", "no such file"),
-        ("unknown model", "bert-huge is not in the Hugging Face cache"),  # a Hub id, offline
+        ("unknown model", "bert-huge is neither a local folder nor in the Hugging Face cache"),  # a Hub id, offline
         ("pickled index", "not a plain .npy array"),
         ("empty query", "the query is empty"),
         ("max length", "max_length must be over the 2 special tokens"),

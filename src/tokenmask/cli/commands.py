@@ -79,7 +79,7 @@ def cmd_pmi(args: argparse.Namespace) -> int:
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmask.cli.render import ProgressReporter, print_fill_demo
     from tokenmask.recipes.config import PretrainConfig, pretrain_config
-    from tokenmask.recipes.pretrain import demo_lines, pretrain
+    from tokenmask.recipes.pretrain import demo_fill_mask, demo_lines, pretrain
 
     config = _with_output(pretrain_config(requested_settings(PretrainConfig, args, config_file=_config_file(args))))
     with ProgressReporter() as reporter:
@@ -91,7 +91,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         f"model in {result.output}/model; metrics in {result.output}/metrics.jsonl and metrics.png"
     )
     if not config_from(Demo, args).no_demo:
-        print_fill_demo(Path(result.output) / "model", demo_lines(config))
+        print_fill_demo(demo_fill_mask(config, result.output), demo_lines(config))
     return 0
 
 

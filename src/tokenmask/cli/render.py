@@ -179,17 +179,17 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int | None], None]]:
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-def print_fill_demo(model_dir, lines: Sequence[str], console: Console | None = None) -> None:
+def print_fill_demo(fill, lines: Sequence[str], console: Console | None = None) -> None:
     """Hide one word of each held-out line and show the model's top 3 guesses, with a tally.
 
     The hidden word is picked by a hash of the line (:func:`tokenmask.use.fill.demo_word`), so
     the demo shows what the model gets right and wrong, the same on every run.
     """
-    from tokenmask.use.fill import fill_demo, load_fill_mask
+    from tokenmask.use.fill import fill_demo
 
     console = console or Console(highlight=False)
     console.print("\nfill-mask on held-out lines (one word hidden, picked by a hash of the line):")
-    records = fill_demo(load_fill_mask(model_dir), lines)
+    records = fill_demo(fill, lines)
     for record in records:
         shown = ", ".join(f"{g['token']} ({g['score']:.2f})" for g in record["guesses"])
         console.print(

@@ -203,7 +203,10 @@ class StudyExperiment:
         tuning = self.config.finetune_config
         if tuning is not None:
             loop = replace(tuning.loop, output=str(folder / "finetune"), seed=coordinates["seed"], resume=resume)
-            tuned = finetune(replace(tuning, loop=loop, model=model), reporter, command=command)
+            # the baseline fine-tunes --init itself, at the study's pinned commit; a cell its own folder
+            base_hub = self.config.base.hub
+            hub = base_hub if model == self.config.base.init else replace(base_hub, revision=None)
+            tuned = finetune(replace(tuning, loop=loop, model=model, hub=hub), reporter, command=command)
             result["finetune"] = {"steps": tuned.steps, "metric": tuned.metric, **tuned.final.metrics()}
         return result
 

@@ -214,3 +214,24 @@ class FinetuneConfig:
     def with_loop(self, **changes: Any) -> FinetuneConfig:
         """This config with some loop settings changed: ``config.with_loop(seed=1, output="runs/b")``."""
         return replace(self, loop=replace(self.loop, **changes))
+
+
+def resumed_hub(hub: HubConfig, loop: LoopConfig, name: str | None, *, key: str) -> HubConfig:
+    """``hub``, or on ``--resume`` without a revision given, the commit the run started from.
+
+    A run pins the commit its Hub id stood for in ``OUTPUT/config.yaml`` (``revision``); resumed
+    after the branch moved on, it must go on from those weights and that tokenizer, and say so in
+    the config it writes again. ``key`` names the setting that holds the model (``"init"``,
+    ``"model"``); a saved config for another model, or none, leaves ``hub`` as it is.
+    """
+    from pathlib import Path
+
+    import yaml
+
+    saved_file = Path(loop.output) / "config.yaml"
+    if not loop.resume or hub.revision is not None or name is None or not saved_file.is_file():
+        return hub
+    saved = yaml.safe_load(saved_file.read_text(encoding="utf-8")) or {}
+    if saved.get(key) != name or not saved.get("revision"):
+        return hub
+    return replace(hub, revision=str(saved["revision"]))

@@ -28,7 +28,7 @@ from tokenmask.files import write_json
 from tokenmask.labelled.align import FinetuneData, LabelledExample
 from tokenmask.labelled.sampler import LengthGroupedBatches
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.recipes.config import FinetuneConfig
+from tokenmask.recipes.config import FinetuneConfig, resumed_hub
 from tokenmask.recipes.finetune_data import load_finetune_data
 from tokenmask.recipes.run_cards import FinetuneCards, tokens_at
 from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
@@ -158,7 +158,8 @@ def _job(
 ) -> Job:
     loop = config.loop
     output = Path(loop.output)
-    loaded = load_classifier(checkpoint or start, task=data.task, labels=data.labels)  # a resumed run loads its checkpoint
+    # a resumed run loads its checkpoint: a local folder (no revision), with the same permission to run code
+    loaded = load_classifier(checkpoint or start, task=data.task, labels=data.labels, hub=replace(config.hub, revision=None))
     check_fits(loaded.model, vocab_size=len(tokenizer), max_length=config.max_length, name=str(checkpoint or config.model))
     if checkpoint is None:
         for note in loaded.notes:
@@ -281,11 +282,13 @@ def pin_revision(config: FinetuneConfig) -> tuple[FinetuneConfig, Checkpoint]:
 
     A model named by Hub id stands for one commit (``--revision``, else ``main``); written into
     ``config.yaml`` and the cards, it makes a replay load these weights however the branch moves
-    on. A folder or ``minilm`` leaves the config as it is.
+    on; a resumed run keeps the commit it started from (:func:`~tokenmask.recipes.config.resumed_hub`).
+    A folder or ``minilm`` leaves the config as it is.
 
     Raises:
         ValueError: the model cannot be had (:func:`~tokenmask.train.models.resolve_checkpoint`).
     """
+    config = replace(config, hub=resumed_hub(config.hub, config.loop, config.model, key="model"))
     start = resolve_checkpoint(config.model, hub=config.hub)
     if start.commit is None:
         return config, start

@@ -20,7 +20,7 @@ from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import MaskingConfig
-from tokenmask.recipes.config import COMMON_EVAL_MASKING, PretrainConfig
+from tokenmask.recipes.config import COMMON_EVAL_MASKING, PretrainConfig, resumed_hub
 from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline, warmup_length
 from tokenmask.recipes.pretrain_data import check_maskable, pretrain_data, rate_schedule
 from tokenmask.recipes.run_cards import pretrain_card
@@ -69,15 +69,28 @@ def pin_revision(config: PretrainConfig) -> tuple[PretrainConfig, Checkpoint | N
 
     A model (else a tokenizer) named by Hub id resolves to one commit of its repository
     (``--revision``, else ``main``); that commit becomes the config's ``revision``, so the run's
-    ``config.yaml`` replays exactly these weights however the branch moves on. Anything else
+    ``config.yaml`` replays exactly these weights however the branch moves on; a resumed run keeps
+    the commit it started from (:func:`~tokenmask.recipes.config.resumed_hub`). Anything else
     leaves the config as it is.
 
     Raises:
         ValueError: the checkpoint or tokenizer cannot be had (:func:`~tokenmask.train.models.resolve_checkpoint`).
     """
+    config = replace(
+        config,
+        hub=resumed_hub(config.hub, config.loop, config.init or config.tokenizer, key="init" if config.init else "tokenizer"),
+    )
     start = resolve_checkpoint(config.init, hub=config.hub) if config.init else None
     commit = start.commit if start is not None else tokenizer_commit(config.tokenizer, hub=config.hub)
     return (config if commit is None else replace(config, hub=replace(config.hub, revision=commit))), start
+
+
+def demo_fill_mask(config: PretrainConfig, output: str | Path):
+    """A fill-mask pipeline on the model a run wrote to ``output``/model, opened as the run opened
+    its start (repository code only with ``trust_remote_code``): for the demo after training."""
+    from tokenmask.use.fill import load_fill_mask
+
+    return load_fill_mask(Path(output) / "model", hub=replace(config.hub, revision=None))
 
 
 def demo_lines(config: PretrainConfig, count: int = 6) -> list[str]:
@@ -147,7 +160,10 @@ def _job(
     notes: tuple[str, ...] = ()
     source = checkpoint if checkpoint is not None else start  # a resumed run loads its checkpoint
     if source is not None:
-        loaded = load_model_with_notes(source, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
+        # a resumed run's checkpoint is a local folder: no revision, the same permission to run code
+        loaded = load_model_with_notes(
+            source, vocab_size=len(tokenizer), max_length=config.blocks.max_length, hub=replace(config.hub, revision=None)
+        )
         model, notes = loaded.model.train(), loaded.notes
     else:
         model = build_model(

@@ -22,9 +22,10 @@ from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.models import (
     Checkpoint,
     LoadedModel,
-    encoder_keys,
+    named,
     quiet_load_report,
     require_auto_class,
+    require_encoder_weights,
     resolve_checkpoint,
     saved_tokenizer,
 )
@@ -72,15 +73,13 @@ def load_classifier(
             num_labels=len(labels),
             id2label=labels.id2label,
             label2id=labels.label2id,
+            local_files_only=True,  # the folder is all: no other repository's code
             trust_remote_code=checkpoint.trust_remote_code,
             ignore_mismatched_sizes=True,  # a head for other labels is replaced, and said so
             output_loading_info=True,
         )
     missing = sorted(info.get("missing_keys", ()))
-    lacking = encoder_keys(model, missing)
-    if lacking:
-        shown = ", ".join(lacking[:4]) + (f" and {len(lacking) - 4} more" if len(lacking) > 4 else "")
-        raise ValueError(f"{checkpoint.name}: the checkpoint lacks encoder weights ({shown}); they would be random")
+    require_encoder_weights(checkpoint.name, model, missing)
     name = checkpoint.name  # as the user named it: "minilm", the folder, the Hub id
     notes = [*checkpoint.notes, f"{name}: encoder loaded into {type(model).__name__} for {len(labels)} labels"]
     if missing:
@@ -90,7 +89,7 @@ def load_classifier(
         notes.append(f"{name}: head of another size replaced: {', '.join(sorted(mismatched))}")
     unused = sorted(info.get("unexpected_keys", ()))
     if unused:
-        notes.append(f"{name}: checkpoint tensors not used: {', '.join(unused[:6])}{' …' if len(unused) > 6 else ''}")
+        notes.append(f"{name}: checkpoint tensors not used: {named(unused)}")
     return LoadedModel(model, tuple(notes))
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
-from tokenmask.hub import HubConfig, download, is_hub_id, refuse_remote_code
+from tokenmask.hub import HubConfig, download, is_hub_id, pickled_weights_note, refuse_remote_code
 from tokenmask.text.resources import minilm_dir
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
@@ -137,10 +137,7 @@ def resolve_checkpoint(name_or_path: str | Path | Checkpoint, *, hub: HubConfig 
 def _pickled_weights(folder: Path, name: str) -> tuple[str, ...]:
     if any(folder.glob("*.safetensors")) or not any(folder.glob("pytorch_model*.bin")):
         return ()
-    return (
-        f"{name}: no safetensors weights; pytorch_model.bin is loaded as transformers loads it safely "
-        "(torch.load with weights_only=True: tensors only, no code)",
-    )
+    return (pickled_weights_note(name),)
 
 
 def _require_encoder(checkpoint: Checkpoint) -> None:
@@ -343,7 +340,10 @@ def load_model_with_notes(
         require_auto_class(checkpoint, "AutoModelForMaskedLM")
         with quiet_load_report():
             model, info = AutoModelForMaskedLM.from_pretrained(
-                checkpoint.folder, trust_remote_code=checkpoint.trust_remote_code, output_loading_info=True
+                checkpoint.folder,
+                local_files_only=True,  # the folder is all: no other repository's code (an auto_map "org/repo--module.Class")
+                trust_remote_code=checkpoint.trust_remote_code,
+                output_loading_info=True,
             )
         new_head = bool(info.get("missing_keys"))
         loaded = LoadedModel(model, checkpoint.notes + _loading_notes(checkpoint, model, info), new_head)
@@ -359,6 +359,8 @@ def encoder_keys(model: PreTrainedModel, keys: Iterable[str]) -> list[str]:
     -> the first and the last.
     """
     prefix = model.base_model_prefix + "."
+    if model.base_model is model:  # a bare encoder (AutoModel): every tensor but the pooler is the encoder's
+        return [key for key in keys if not key.removeprefix(prefix).startswith("pooler.")]
     names = set(model.state_dict())
     found = []
     for key in keys:
@@ -368,24 +370,32 @@ def encoder_keys(model: PreTrainedModel, keys: Iterable[str]) -> list[str]:
     return found
 
 
+def require_encoder_weights(name: str, model: PreTrainedModel, missing: Iterable[str]) -> None:
+    """``ValueError`` naming the first few when any of the ``missing`` keys of a load is an encoder
+    tensor (:func:`encoder_keys`): they would be random, and training would quietly start from nothing."""
+    lacking = encoder_keys(model, missing)
+    if lacking:
+        raise ValueError(f"{name}: the checkpoint lacks encoder weights ({named(lacking, 4)}); they would be random")
+
+
 def _loading_notes(checkpoint: Checkpoint, model: PreTrainedModel, info: dict[str, object]) -> tuple[str, ...]:
     """What loading left new or unused; ``ValueError`` when encoder weights are missing (they would be random)."""
     missing = sorted(cast("Iterable[str]", info.get("missing_keys") or ()))
-    lacking = encoder_keys(model, missing)
-    if lacking:
-        raise ValueError(f"{checkpoint.name}: the checkpoint lacks encoder weights ({_names(lacking, 4)}); they would be random")
+    require_encoder_weights(checkpoint.name, model, missing)
     notes = []
     if missing:
         notes.append(
-            f"{checkpoint.name}: no masked-LM head in the checkpoint ({_names(missing)}): a new one is initialised and "
+            f"{checkpoint.name}: no masked-LM head in the checkpoint ({named(missing)}): a new one is initialised and "
             "trained, as for minilm"
         )
-    if info.get("unexpected_keys"):
-        notes.append(f"{checkpoint.name}: checkpoint tensors not used: {_names(info['unexpected_keys'])}")
+    unused = sorted(cast("Iterable[str]", info.get("unexpected_keys") or ()))
+    if unused:
+        notes.append(f"{checkpoint.name}: checkpoint tensors not used: {named(unused)}")
     return tuple(notes)
 
 
-def _names(keys, shown: int = 6) -> str:
+def named(keys: Iterable[str], shown: int = 6) -> str:
+    """The first ``shown`` of ``keys`` in order, and how many more: ``"a, b and 3 more"``."""
     keys = sorted(keys)
     more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
     return ", ".join(keys[:shown]) + more

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmask.files import write_text
+from tokenmask.hub import NEVER_REPLAYED
 from tokenmask.train.checkpoint import (
     InvalidCheckpoint,
     checkpoint_folders,
@@ -59,10 +60,15 @@ def check_output(output: Path, config: LoopConfig) -> None:
 
 
 def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
-    """Write a run's flat settings as YAML (``tokenmask pretrain --config PATH`` replays them), atomically."""
+    """Write a run's flat settings as YAML (``tokenmask pretrain --config PATH`` replays them), atomically.
+
+    Permission to run a repository's code is never written (:data:`~tokenmask.hub.NEVER_REPLAYED`):
+    a replayed config, perhaps someone else's, runs no code unless ``--trust-remote-code`` is typed.
+    """
     import yaml
 
-    write_text(path, yaml.safe_dump(dict(settings), sort_keys=False, allow_unicode=True))
+    kept = {key: value for key, value in settings.items() if key not in NEVER_REPLAYED}
+    write_text(path, yaml.safe_dump(kept, sort_keys=False, allow_unicode=True))
 
 
 def clear_old_run(output: Path) -> None:

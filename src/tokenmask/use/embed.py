@@ -25,6 +25,7 @@ from tokenmask.train.models import (
     position_limit,
     quiet_load_report,
     require_auto_class,
+    require_encoder_weights,
     resolve_checkpoint,
     saved_tokenizer,
 )
@@ -68,15 +69,13 @@ def load_encoder(
     require_auto_class(checkpoint, "AutoModel")
     with quiet_load_report():
         model, info = AutoModel.from_pretrained(
-            checkpoint.folder, trust_remote_code=checkpoint.trust_remote_code, output_loading_info=True
+            checkpoint.folder,
+            local_files_only=True,  # the folder is all: no other repository's code (an auto_map "org/repo--module.Class")
+            trust_remote_code=checkpoint.trust_remote_code,
+            output_loading_info=True,
         )
     # A masked-LM folder has no pooler (unused here), and its head is "unexpected": both fine.
-    # transformers 4.x names missing keys with the base-model prefix (bert.pooler.…), 5.x without.
-    prefix = f"{model.base_model_prefix}."
-    missing = sorted(key for key in info["missing_keys"] if not key.removeprefix(prefix).startswith("pooler."))
-    if missing:
-        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        raise ValueError(f"{checkpoint.name}: the checkpoint lacks encoder weights ({shown}); they would be random")
+    require_encoder_weights(checkpoint.name, model, info["missing_keys"])
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tokenizer
 
