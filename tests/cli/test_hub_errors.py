@@ -448,7 +448,10 @@ def closed_port() -> str:
 
 def test_no_hub_and_no_cache_says_the_hub_cannot_be_reached(closed_port, hub_cache, monkeypatch):
     go_online(monkeypatch, closed_port)
-    with pytest.raises(HubError, match=r"neither a local folder nor in the Hugging Face cache .*, and the Hub cannot be reached: check the connection"):
+    with pytest.raises(
+        HubError,
+        match=r"neither a local folder nor in the Hugging Face cache .*, and the Hub cannot be reached: check the connection",
+    ):
         download(hub_cache.missing)
 
 
