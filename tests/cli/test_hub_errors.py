@@ -370,11 +370,13 @@ class FakeHub:
     def __init__(self) -> None:
         self.answer: tuple[int, str] = (404, "RepoNotFound")
         self.asked: list[str] = []
+        self.tokens: list[str | None] = []  # the Authorization header of each request
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 hub.asked.append(self.path.split("?")[0])
+                hub.tokens.append(self.headers.get("Authorization"))
                 status, code = hub.answer if self.path.startswith("/api/models/") else (404, "")
                 body = json.dumps({"error": f"{code or 'Not found'} (fake Hub)"}).encode()
                 self.send_response(status)
@@ -460,3 +462,14 @@ def test_no_hub_falls_back_to_the_cache(closed_port, hub_cache, monkeypatch):
     repo = hub_cache.families["bert"]
     snapshot = download(repo, revision="v1")
     assert snapshot.commit == hub_cache.commits[repo]["v1"] and snapshot.folder == hub_cache.snapshot(repo, "v1")
+
+
+def test_hf_token_goes_to_the_hub(fake_hub, hub_cache, monkeypatch):
+    """``HF_TOKEN`` is the user's way to reach private and gated repositories: huggingface_hub
+    reads it at call time and sends it with tokenmask's requests."""
+    go_online(monkeypatch, fake_hub.endpoint)
+    monkeypatch.setenv("HF_TOKEN", "hf_tokenmask_test")
+    fake_hub.answer, fake_hub.asked, fake_hub.tokens = (404, "RepoNotFound"), [], []
+    with pytest.raises(HubError, match="give a token with access"):
+        download("tokenmask-test/private-model")
+    assert fake_hub.tokens and set(fake_hub.tokens) == {"Bearer hf_tokenmask_test"}
