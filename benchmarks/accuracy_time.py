@@ -35,8 +35,8 @@ from tokenmask.collate.collator import MaskingCollator
 from tokenmask.recipes.pretrain import pretrain
 from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.text.tokenizer import load_tokenizer
-from tokenmask.train.models import build_model
 from tokenmask.train.parallel import resolve_precision
+from tokenmask.train.presets import build_model
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
 EVAL_EVERY = 400  # tokenmask's steps between evaluations (about 20 s of training on 2 cores)

@@ -49,7 +49,7 @@ from tokenmask.text.token_tables import tables_from_tokenizer
 from tokenmask.text.tokenizer import load_tokenizer
 from tokenmask.train.heads import compile_encoder, masked_lm_loss, split_masked_lm
 from tokenmask.train.last_layer import last_layer
-from tokenmask.train.models import build_model
+from tokenmask.train.presets import build_model
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
 RATE = 0.15

@@ -47,7 +47,7 @@ from tokenmask.collate.collator import MaskingCollator
 from tokenmask.recipes.pretrain import pretrain
 from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.text.tokenizer import load_tokenizer
-from tokenmask.train.models import build_model
+from tokenmask.train.presets import build_model
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
 WARMUP_STEPS = 3  # left out of the medians

@@ -165,7 +165,7 @@ def test_pretrain_continues_from_minilm(tmp_path, capsys, lines):
 
 
 def test_evaluate_pseudo_perplexity(tmp_path, capsys, lines, bert_tokenizer):
-    from tokenmask.train.models import build_model
+    from tokenmask.train.presets import build_model
 
     folder = tmp_path / "model"
     torch.manual_seed(0)

@@ -16,7 +16,7 @@ import torch
 import tokenmask.train.checkpoint as checkpoint
 from tokenmask.cli.main import main
 from tokenmask.train.checkpoint import DiskFull, save_checkpoint, verify_checkpoint
-from tokenmask.train.models import build_model
+from tokenmask.train.presets import build_model
 
 TORCH_FULL = "[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534"
 Usage = namedtuple("Usage", "total used free")

@@ -13,8 +13,6 @@ from tokenmask.text import resources
 from tokenmask.text.resources import minilm_dir
 from tokenmask.train.heads import masked_lm_loss, split_masked_lm
 from tokenmask.train.models import (
-    PRESETS,
-    build_model,
     check_fits,
     load_minilm,
     load_model,
@@ -24,6 +22,7 @@ from tokenmask.train.models import (
     resolve_checkpoint,
     saved_tokenizer,
 )
+from tokenmask.train.presets import PRESETS, build_model
 
 V = 300
 FAMILY_CLASS = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "modernbert": "ModernBertForMaskedLM"}

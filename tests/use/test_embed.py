@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertModel
 
 from tokenmask.cli.main import main
-from tokenmask.train.models import build_model
+from tokenmask.train.presets import build_model
 from tokenmask.use.embed import embed_texts, load_encoder, load_index, mean_pool, save_index, search
 
 TEXTS = [

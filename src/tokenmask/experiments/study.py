@@ -279,7 +279,8 @@ def baseline_model(base: PretrainConfig, seed: int, folder: Path) -> str:
 
         from tokenmask.text.token_tables import require_mask_token
         from tokenmask.train.checkpoint import save_model
-        from tokenmask.train.models import build_model, paired_tokenizer
+        from tokenmask.train.models import paired_tokenizer
+        from tokenmask.train.presets import build_model
 
         tokenizer = paired_tokenizer(None, base.tokenizer, hub=base.hub)
         require_mask_token(tokenizer)

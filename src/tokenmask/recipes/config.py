@@ -20,7 +20,7 @@ from tokenmask.settings import build, check, flatten, setting
 from tokenmask.text.config import ReadingConfig
 from tokenmask.text.streaming import is_hub_name
 from tokenmask.train.config import LoopConfig
-from tokenmask.train.models import PRESETS
+from tokenmask.train.presets import PRESETS
 
 EvalMasking = Literal["own", "common"]
 

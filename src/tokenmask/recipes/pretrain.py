@@ -30,7 +30,8 @@ from tokenmask.text.tokenizer import tokenizer_commit
 from tokenmask.train.heads import head_support
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.loop import train
-from tokenmask.train.models import Checkpoint, build_model, load_model_with_notes, paired_tokenizer, resolve_checkpoint
+from tokenmask.train.models import Checkpoint, load_model_with_notes, paired_tokenizer, resolve_checkpoint
+from tokenmask.train.presets import build_model
 from tokenmask.train.step import mlm_loss_sum
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 

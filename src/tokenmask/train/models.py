@@ -1,7 +1,7 @@
-"""Masked-LM models: size presets built from scratch, or a checkpoint to continue from.
+"""Masked-LM checkpoints: finding, loading and pairing one with its tokenizer (presets built from
+scratch are :mod:`.presets`).
 
-Presets come in three families (BERT, RoBERTa, ModernBERT) on one size ladder. A checkpoint is
-a local Hugging Face folder, ``minilm`` (the real all-MiniLM-L6-v2 encoder, which has no MLM
+A checkpoint is a local Hugging Face folder, ``minilm`` (the real all-MiniLM-L6-v2 encoder, which has no MLM
 head, so the head is new: see :func:`load_minilm`), or a Hub id fetched through the Hugging
 Face cache (:mod:`tokenmask.hub`).
 Every recipe that opens a checkpoint finds it with :func:`resolve_checkpoint` (the one place
@@ -18,39 +18,14 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, cast
 
 from tokenmask.hub import HubConfig, download, is_hub_id, pickled_weights_note, refuse_remote_code
 from tokenmask.text.resources import minilm_dir
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
     from torch import nn
-    from transformers import ModernBertConfig, PreTrainedModel, PreTrainedTokenizerFast, RobertaConfig
-
-Family = Literal["bert", "roberta", "modernbert"]
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A model size: architecture family, layers, hidden size, attention heads."""
-
-    family: Family
-    layers: int
-    hidden: int
-    heads: int
-
-
-# name -> preset; iterating gives the names (``preset in PRESETS``, ``", ".join(PRESETS)``)
-PRESETS: dict[str, Preset] = {
-    "bert-tiny": Preset("bert", 2, 128, 2),
-    "bert-mini": Preset("bert", 4, 256, 4),
-    "bert-small": Preset("bert", 4, 512, 8),
-    "bert-base": Preset("bert", 12, 768, 12),
-    "roberta-tiny": Preset("roberta", 2, 128, 2),
-    "roberta-mini": Preset("roberta", 4, 256, 4),
-    "modernbert-tiny": Preset("modernbert", 2, 128, 2),
-    "modernbert-mini": Preset("modernbert", 4, 256, 4),
-}
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json")
 
@@ -197,88 +172,6 @@ def saved_tokenizer(checkpoint: Checkpoint | Path) -> PreTrainedTokenizerFast:
 
 def _has_tokenizer(folder: Path) -> bool:
     return any((folder / name).is_file() for name in _TOKENIZER_FILES)
-
-
-def build_model(preset: str, *, vocab_size: int, max_length: int, pad_token_id: int | None) -> PreTrainedModel:
-    """A freshly initialised masked-LM of a preset size and family.
-
-    BERT and RoBERTa use a feed-forward of 4 x hidden; ModernBERT its own gated (GLU) one of
-    1.5 x hidden, alternating global and local (sliding-window) attention, rotary positions.
-
-    Args:
-        preset: a name in :data:`PRESETS`, e.g. ``"roberta-tiny"``.
-        vocab_size: number of token ids (``len(tokenizer)``).
-        max_length: longest sequence the model must take.
-        pad_token_id: the tokenizer's padding id (RoBERTa numbers positions after it).
-
-    Raises:
-        ValueError: unknown preset, or a RoBERTa preset without a padding id.
-    """
-    from transformers import BertConfig, BertForMaskedLM, ModernBertForMaskedLM, RobertaForMaskedLM
-
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    size = PRESETS[preset]
-    if size.family == "roberta":
-        return RobertaForMaskedLM(_roberta_config(size, vocab_size, max_length, pad_token_id))
-    if size.family == "modernbert":
-        return ModernBertForMaskedLM(_modernbert_config(size, vocab_size, max_length, pad_token_id))
-    return BertForMaskedLM(
-        BertConfig(
-            vocab_size=vocab_size,
-            hidden_size=size.hidden,
-            num_hidden_layers=size.layers,
-            num_attention_heads=size.heads,
-            intermediate_size=4 * size.hidden,
-            max_position_embeddings=max(512, max_length),
-            pad_token_id=pad_token_id if pad_token_id is not None else 0,
-        )
-    )
-
-
-def _roberta_config(size: Preset, vocab_size: int, max_length: int, pad_token_id: int | None) -> RobertaConfig:
-    """RoBERTa numbers positions ``pad + 1 … pad + T``, so the table needs ``T + pad + 1`` rows.
-
-    With RoBERTa's own vocabulary (``<pad>`` = 1) that is the familiar ``512 + 2 = 514``. A
-    tokenizer whose padding id is large (our ``roberta-gpt2`` appends ``<pad>`` at 50,260)
-    leaves the rows below it unused: correct, but a bigger table.
-    """
-    from transformers import RobertaConfig
-
-    if pad_token_id is None:
-        raise ValueError("RoBERTa presets need a tokenizer with a padding token (positions are counted after it)")
-    return RobertaConfig(
-        vocab_size=vocab_size,
-        hidden_size=size.hidden,
-        num_hidden_layers=size.layers,
-        num_attention_heads=size.heads,
-        intermediate_size=4 * size.hidden,
-        max_position_embeddings=max(512, max_length) + pad_token_id + 1,
-        type_vocab_size=1,
-        pad_token_id=pad_token_id,
-        bos_token_id=None,  # RobertaConfig's defaults (0, 2) are RoBERTa's vocabulary, not ours
-        eos_token_id=None,
-    )
-
-
-def _modernbert_config(size: Preset, vocab_size: int, max_length: int, pad_token_id: int | None) -> ModernBertConfig:
-    """ModernBERT with the default sdpa/eager attention (no flash-attention needed)."""
-    from transformers import ModernBertConfig
-
-    return ModernBertConfig(
-        vocab_size=vocab_size,
-        hidden_size=size.hidden,
-        num_hidden_layers=size.layers,
-        num_attention_heads=size.heads,
-        intermediate_size=3 * size.hidden // 2,
-        max_position_embeddings=max(512, max_length),
-        pad_token_id=pad_token_id,
-        # ModernBertConfig's defaults (50281…) are ids of ModernBERT's vocabulary, not ours
-        bos_token_id=None,
-        eos_token_id=None,
-        cls_token_id=None,
-        sep_token_id=None,
-    )
 
 
 @dataclass(frozen=True)
