@@ -23,8 +23,7 @@ from tokenmask.train.models import (
     Checkpoint,
     LoadedModel,
     named,
-    quiet_load_report,
-    require_auto_class,
+    open_checkpoint,
     require_encoder_weights,
     resolve_checkpoint,
     saved_tokenizer,
@@ -66,18 +65,14 @@ def load_classifier(
 
     checkpoint = resolve_checkpoint(name_or_path, hub=hub)
     auto = AutoModelForSequenceClassification if task == "classify" else AutoModelForTokenClassification
-    require_auto_class(checkpoint, auto.__name__)
-    with quiet_load_report():
-        model, info = auto.from_pretrained(
-            checkpoint.folder,
-            num_labels=len(labels),
-            id2label=labels.id2label,
-            label2id=labels.label2id,
-            local_files_only=True,  # the folder is all: no other repository's code
-            trust_remote_code=checkpoint.trust_remote_code,
-            ignore_mismatched_sizes=True,  # a head for other labels is replaced, and said so
-            output_loading_info=True,
-        )
+    model, info = open_checkpoint(
+        auto,
+        checkpoint,
+        num_labels=len(labels),
+        id2label=labels.id2label,
+        label2id=labels.label2id,
+        ignore_mismatched_sizes=True,  # a head for other labels is replaced, and said so
+    )
     missing = sorted(info.get("missing_keys", ()))
     require_encoder_weights(checkpoint.name, model, missing)
     name = checkpoint.name  # as the user named it: "minilm", the folder, the Hub id

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from tokenmask.hub import HubConfig, download, is_hub_id, pickled_weights_note, refuse_remote_code
 from tokenmask.text.resources import minilm_dir
@@ -136,6 +136,24 @@ def _require_encoder(checkpoint: Checkpoint) -> None:
     )
 
 
+def open_checkpoint(auto: Any, checkpoint: Checkpoint, **options: Any) -> tuple[PreTrainedModel, dict[str, Any]]:
+    """``auto.from_pretrained`` on the checkpoint's folder (an ``AutoModel…`` class, with
+    ``options`` such as ``num_labels``), and transformers' loading report (missing and unused keys),
+    which the caller judges: the report and bars kept quiet, the folder alone (no other
+    repository's code, as an ``auto_map`` entry ``org/repo--module.Class`` would fetch), the
+    repository's code only if trusted (:func:`require_auto_class` first).
+    """
+    require_auto_class(checkpoint, auto.__name__)
+    with quiet_load_report():
+        return auto.from_pretrained(
+            checkpoint.folder,
+            local_files_only=True,
+            trust_remote_code=checkpoint.trust_remote_code,
+            output_loading_info=True,
+            **options,
+        )
+
+
 def require_auto_class(checkpoint: Checkpoint, auto: str) -> None:
     """``ValueError`` when a checkpoint with trusted remote code maps no ``auto`` class
     (``"AutoModel"``, ``"AutoModelForSequenceClassification"``…) to its code and transformers has
@@ -230,14 +248,7 @@ def load_model_with_notes(
     else:
         from transformers import AutoModelForMaskedLM
 
-        require_auto_class(checkpoint, "AutoModelForMaskedLM")
-        with quiet_load_report():
-            model, info = AutoModelForMaskedLM.from_pretrained(
-                checkpoint.folder,
-                local_files_only=True,  # the folder is all: no other repository's code (an auto_map "org/repo--module.Class")
-                trust_remote_code=checkpoint.trust_remote_code,
-                output_loading_info=True,
-            )
+        model, info = open_checkpoint(AutoModelForMaskedLM, checkpoint)
         new_head = bool(info.get("missing_keys"))
         loaded = LoadedModel(model, checkpoint.notes + _loading_notes(checkpoint, model, info), new_head)
     check_fits(loaded.model, vocab_size=vocab_size, max_length=max_length, name=checkpoint.name)

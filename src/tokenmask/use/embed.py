@@ -22,9 +22,8 @@ from tokenmask.files import atomic_file
 from tokenmask.hub import HubConfig
 from tokenmask.train.models import (
     Checkpoint,
+    open_checkpoint,
     position_limit,
-    quiet_load_report,
-    require_auto_class,
     require_encoder_weights,
     resolve_checkpoint,
     saved_tokenizer,
@@ -66,18 +65,11 @@ def load_encoder(
 
     checkpoint = resolve_checkpoint(name_or_path, hub=hub)
     tokenizer = saved_tokenizer(checkpoint)
-    require_auto_class(checkpoint, "AutoModel")
-    with quiet_load_report():
-        model, info = AutoModel.from_pretrained(
-            checkpoint.folder,
-            local_files_only=True,  # the folder is all: no other repository's code (an auto_map "org/repo--module.Class")
-            trust_remote_code=checkpoint.trust_remote_code,
-            output_loading_info=True,
-        )
+    model, info = open_checkpoint(AutoModel, checkpoint)
     # A masked-LM folder has no pooler (unused here), and its head is "unexpected": both fine.
     require_encoder_weights(checkpoint.name, model, info["missing_keys"])
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return model.to(device).eval(), tokenizer
+    torch.nn.Module.to(model, device or ("cuda" if torch.cuda.is_available() else "cpu"))  # (transformers types .to oddly)
+    return model.eval(), tokenizer
 
 
 def embed_texts(
