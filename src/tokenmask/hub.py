@@ -29,6 +29,8 @@ Files = Literal["model", "tokenizer"]
 _TOKENIZER_PATTERNS = ["*.json", "*.txt", "*.model"]  # tokenizer.json, vocab.txt, merges.txt, spm.model, sentencepiece.bpe.model…
 _WEIGHT_PATTERNS = ["*.safetensors", "*.safetensors.index.json"]
 _PICKLED_PATTERNS = ["pytorch_model*.bin", "pytorch_model.bin.index.json"]
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json")
+"""One of these in a folder marks a saved tokenizer."""
 
 
 NEVER_REPLAYED = ("trust_remote_code",)
@@ -117,19 +119,22 @@ def download(repo_id: str, *, revision: str | None = None, files: Files = "model
             folder = _cached_commit(repo_id, folder.name, files, weights_glob="pytorch_model*.bin") or Path(
                 snapshot_download(repo_id, revision=folder.name, allow_patterns=_PICKLED_PATTERNS, ignore_patterns=["*/*"])
             )
-            if not any(folder.glob("pytorch_model*.bin")):
+            notes = pickled_weights_notes(folder, repo_id)
+            if not notes:
                 raise HubError(f"{repo_id}: no PyTorch weights (neither model.safetensors nor pytorch_model.bin)")
-            notes = (pickled_weights_note(repo_id),)
     except (LocalEntryNotFoundError, HfHubHTTPError) as error:
         raise HubError(_explain(error, repo_id, revision)) from None
     return Snapshot(repo_id=repo_id, commit=folder.name, folder=folder, notes=notes)
 
 
-def pickled_weights_note(name: str) -> str:
-    """The line that says a checkpoint's weights are a pickled ``.bin``, and how it is opened."""
+def pickled_weights_notes(folder: Path, name: str) -> tuple[str, ...]:
+    """The line that says a model folder's weights are a pickled ``.bin`` (no safetensors beside
+    it), and how it is opened; none when there are safetensors, or no ``.bin`` either."""
+    if any(folder.glob("*.safetensors")) or not any(folder.glob("pytorch_model*.bin")):
+        return ()
     return (
         f"{name}: no safetensors weights; pytorch_model.bin is loaded as transformers loads it safely "
-        "(torch.load with weights_only=True: tensors only, no code)"
+        "(torch.load with weights_only=True: tensors only, no code)",
     )
 
 
@@ -149,7 +154,7 @@ def _cached_commit(
         folder = Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
     except LocalEntryNotFoundError:
         return None
-    tokenizer = any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json"))
+    tokenizer = any((folder / name).is_file() for name in TOKENIZER_FILES)
     weights = any(folder.glob(weights_glob)) if files == "model" else True
     return folder if (folder / "config.json").is_file() and tokenizer and weights else None
 
@@ -212,7 +217,7 @@ def refuse_remote_code(folder: Path, name: str, *, trust_remote_code: bool) -> N
     if trust_remote_code:
         return
     for file in ("config.json", "tokenizer_config.json"):
-        auto_map = _json(folder / file).get("auto_map")
+        auto_map = read_json(folder / file).get("auto_map")
         if auto_map:
             mapped = ", ".join(
                 f"{auto} to {target if isinstance(target, str) else ' / '.join(map(str, target))}"
@@ -224,7 +229,8 @@ def refuse_remote_code(folder: Path, name: str, *, trust_remote_code: bool) -> N
             )
 
 
-def _json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
+    """A JSON object file of a model folder (``config.json``…); ``{}`` when there is none."""
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

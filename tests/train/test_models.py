@@ -227,6 +227,6 @@ def test_resolve_checkpoint_tells_a_folder_from_the_name_minilm_from_a_hub_id(tm
     (run / "model").rename(run / "minilm")  # a folder named minilm wins over the name
     assert resolve_checkpoint("minilm").folder == Path("minilm")
     with pytest.raises(ValueError, match="no tokenizer files"):
-        saved_tokenizer(Path("minilm"))
+        saved_tokenizer(resolve_checkpoint("minilm"))  # the folder, which holds no tokenizer yet
     bert_tokenizer.save_pretrained(run / "minilm")
     assert saved_tokenizer(resolve_checkpoint("minilm")).get_vocab() == bert_tokenizer.get_vocab()

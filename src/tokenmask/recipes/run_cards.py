@@ -42,7 +42,7 @@ def pretrain_card(config: PretrainConfig, data: PretrainData, command: str | Non
 
 
 def _at(revision: str | None) -> str:
-    """`` at Hub commit 8e4b2a1…`` for a checkpoint named by Hub id (its pinned revision), else nothing."""
+    """`` at Hub revision 8e4b2a1…`` (the 40-hex commit) for a checkpoint named by Hub id, else nothing."""
     return f" at Hub revision {revision}" if revision else ""
 
 

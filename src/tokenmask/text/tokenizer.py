@@ -24,7 +24,7 @@ from transformers import (  # type: ignore[attr-defined]  # transformers 5 expor
     PreTrainedTokenizerFast,
 )
 
-from tokenmask.hub import HubConfig, download, is_hub_id, refuse_remote_code
+from tokenmask.hub import HubConfig, Snapshot, download, is_hub_id, refuse_remote_code
 from tokenmask.text.resources import bert_vocab_dir, gpt2_bpe_files, minilm_dir
 
 BUILTIN_TOKENIZERS: tuple[str, ...] = ("bert-base-uncased", "roberta-gpt2", "minilm")
@@ -60,7 +60,7 @@ def load_tokenizer(name_or_path: str | Path, *, hub: HubConfig = HubConfig()) ->
     if name == "minilm":
         return _wordpiece_30522(minilm_dir(), "minilm")
     if is_hub_id(name):
-        snapshot = download(name, revision=hub.revision, files="tokenizer", trust_remote_code=hub.trust_remote_code)
+        snapshot = _hub_tokenizer(name, hub)
         refuse_remote_code(snapshot.folder, name, trust_remote_code=hub.trust_remote_code)
         return open_tokenizer(snapshot.folder, trust_remote_code=hub.trust_remote_code)
     raise ValueError(
@@ -76,8 +76,13 @@ def tokenizer_commit(name: str | Path | None, *, hub: HubConfig = HubConfig()) -
         HubError: the Hub id cannot be had (:func:`tokenmask.hub.download`).
     """
     if name is None or Path(name).is_dir() or str(name) in BUILTIN_TOKENIZERS or not is_hub_id(str(name)):
-        return None
-    return download(str(name), revision=hub.revision, files="tokenizer", trust_remote_code=hub.trust_remote_code).commit
+        return None  # as load_tokenizer resolves it: a folder, a built-in name, or no name at all
+    return _hub_tokenizer(str(name), hub).commit
+
+
+def _hub_tokenizer(name: str, hub: HubConfig) -> Snapshot:
+    """The tokenizer files of the Hub repository ``name`` at ``hub.revision`` (and its code, if trusted)."""
+    return download(name, revision=hub.revision, files="tokenizer", trust_remote_code=hub.trust_remote_code)
 
 
 def open_tokenizer(folder: Path, *, trust_remote_code: bool = False) -> PreTrainedTokenizerFast:

@@ -88,9 +88,7 @@ def save_checkpoint(
     """
 
     def write(temporary: Path) -> None:
-        with quiet_load_report():  # no "Writing model shards" bar at every checkpoint
-            model.save_pretrained(temporary, safe_serialization=True)
-        tokenizer.save_pretrained(temporary)
+        _save_pretrained(temporary, model, tokenizer)
         torch.save(state, temporary / STATE_FILE)
         _write_manifest(temporary)
 
@@ -106,14 +104,19 @@ def save_model(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokeni
     """
 
     def write(temporary: Path) -> None:
-        with quiet_load_report():
-            model.save_pretrained(temporary, safe_serialization=True)
-        tokenizer.save_pretrained(temporary)
+        _save_pretrained(temporary, model, tokenizer)
         if card:
             (temporary / CARD_FILE).write_text(card, encoding="utf-8")
         _fsync_files(temporary)
 
     return _replace_atomically(Path(folder), write)
+
+
+def _save_pretrained(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    """The model (safetensors) and its tokenizer, as Hugging Face saves them; no "Writing model shards" bar."""
+    with quiet_load_report():
+        model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
 
 
 def _replace_atomically(folder: Path, write: Callable[[Path], None]) -> Path:

