@@ -418,3 +418,35 @@ def test_compile_compiles_the_encoder_in_place(corpus, tmp_path, monkeypatch):
     # the layers of the encoder the sparse head calls, but the last, which runs at the targets only
     assert compiled == ["BertLayer"] * (BertConfig.from_pretrained(out / "model").num_hidden_layers - 1)
     assert yaml.safe_load((out / "config.yaml").read_text())["compile"] is True
+
+
+def test_snapshots_are_taken_once_at_their_share_of_the_token_limit(corpus, tmp_path):
+    # 8 blocks of 64 tokens a step: 512 tokens; a limit of 6 x 512 = 3,072 tokens puts a quarter
+    # (768 tokens) at step 2 and a half (1,536) at step 3
+    output = tmp_path / "run"
+    pretrain(config(corpus, output, max_steps=None, max_tokens=3072, snapshots=(0.25, 0.5), save_every=3))
+    notes = {share: json.loads((output / "snapshots" / f"fraction-{share}" / "tokenmask.json").read_text()) for share in (0.25, 0.5)}
+    assert notes == {0.25: {"share": 0.25, "step": 2, "tokens": 1024}, 0.5: {"share": 0.5, "step": 3, "tokens": 1536}}
+    snapshot = AutoModelForMaskedLM.from_pretrained(output / "snapshots" / "fraction-0.5", local_files_only=True)
+    final = AutoModelForMaskedLM.from_pretrained(output / "model", local_files_only=True)
+    assert not torch.equal(snapshot.bert.embeddings.word_embeddings.weight, final.bert.embeddings.word_embeddings.weight)
+    taken = (output / "snapshots" / "fraction-0.25" / "model.safetensors").stat().st_mtime_ns
+    pretrain(config(corpus, output, max_steps=None, max_tokens=4096, snapshots=(0.25, 0.5), save_every=3, resume=True))
+    assert (output / "snapshots" / "fraction-0.25" / "model.safetensors").stat().st_mtime_ns == taken  # not taken again
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"snapshots": (1.0,)}, r"snapshots are shares of the run's limit, in \(0, 1\); got 1"),
+        ({"snapshots": (0.5,), "max_time": 3.0}, "give --max-tokens or --max-steps"),
+    ],
+)
+def test_snapshots_need_a_share_below_1_of_a_token_or_step_limit(settings, message):
+    with pytest.raises(ValueError, match=message):
+        LoopConfig(output="o", **settings)
+
+
+def test_without_an_evaluation_at_the_start_the_first_is_at_eval_every(corpus, tmp_path):
+    result = pretrain(config(corpus, tmp_path / "run", max_steps=4, eval_every=2, eval_at_start=False))
+    assert [e["step"] for e in result.evaluations] == [2, 4]

@@ -23,7 +23,7 @@ import json
 import os
 import pickle
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,10 @@ from tokenmask.train.models import quiet_load_report
 STATE_FILE = "training_state.pt"
 MANIFEST_FILE = "manifest.json"
 CARD_FILE = "README.md"
+NOTES_FILE = "tokenmask.json"
+"""Where a saved model's run stood (:func:`save_model`'s ``notes``): a snapshot's share, step and tokens."""
+SNAPSHOTS = "snapshots"
+"""OUTPUT/snapshots/fraction-F: the model at a share of the run's limit (``LoopConfig.snapshots``)."""
 MANIFEST_FORMAT = 1
 """``manifest.json``: ``{"format": 1, "files": {"model.safetensors": {"bytes": 17544, "sha256": "9f2c…"}, …}}``."""
 
@@ -95,21 +99,32 @@ def save_checkpoint(
     return _replace_atomically(Path(folder), write)
 
 
-def save_model(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, card: str) -> Path:
+def save_model(
+    folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, card: str, notes: Mapping[str, Any] | None = None
+) -> Path:
     """Write a clean Hugging Face model folder, atomically: what ``from_pretrained`` and the Hub need, and no more.
 
     ``folder`` ends up holding ``config.json``, ``model.safetensors``, the tokenizer's files
-    and ``card`` as ``README.md`` (:func:`tokenmask.train.card.model_card`; none if empty); no
-    training state, no manifest. An existing ``folder`` is replaced only once the new one is on disk.
+    and ``card`` as ``README.md`` (:func:`tokenmask.train.card.model_card`; none if empty), and
+    ``notes`` (where the run stood: ``{"step": 250, "tokens": 256000}``) as
+    :data:`NOTES_FILE`; no training state, no manifest. An existing ``folder`` is replaced only
+    once the new one is on disk.
     """
 
     def write(temporary: Path) -> None:
         _save_pretrained(temporary, model, tokenizer)
         if card:
             (temporary / CARD_FILE).write_text(card, encoding="utf-8")
+        if notes is not None:
+            (temporary / NOTES_FILE).write_text(json.dumps(dict(notes), indent=1), encoding="utf-8")
         _fsync_files(temporary)
 
     return _replace_atomically(Path(folder), write)
+
+
+def snapshot_folder(output: Path, share: float) -> Path:
+    """``OUTPUT/snapshots/fraction-0.25``: where the model at ``share`` of the run's limit is saved."""
+    return Path(output) / SNAPSHOTS / f"fraction-{share:g}"
 
 
 def _save_pretrained(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:

@@ -51,9 +51,17 @@ class LoopConfig:
         None, help=f"stop after this many minutes, counted across resumes ({DEFAULT_MINUTES:g} when no limit is given)", gt=0.0
     )
     eval_every: int = setting(250, help="evaluate every N steps (and at the start and end)", ge=1)
+    eval_at_start: bool = setting(True, help="evaluate before the first step too (the curve's starting point)")
     save_every: int = setting(500, help="write a resumable checkpoint every N steps to OUTPUT/checkpoints/step-N", ge=1)
     keep_last: int = setting(
         2, help="keep the N newest valid checkpoints; older ones are removed once a new one is written and verified", ge=1
+    )
+    snapshots: tuple[float, ...] = setting(
+        (),
+        separator=",",
+        metavar="SHARES",
+        help="also save the model (no training state) when the run reaches these shares of its token limit (of its "
+        "step limit without one), in OUTPUT/snapshots/fraction-F, e.g. 0.25,0.5: a study fine-tunes from them",
     )
     resume: bool = setting(
         False, help="continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)"
@@ -86,6 +94,11 @@ class LoopConfig:
         unknown = [name for name in self.trackers if name not in TRACKERS]
         if unknown or (self.trackers == () and self.report_to.strip() != "none"):
             raise ValueError(f"report_to must be 'none' or names from {', '.join(TRACKERS)}; got {self.report_to!r}")
+        for share in self.snapshots:
+            if not 0.0 < share < 1.0:
+                raise ValueError(f"snapshots are shares of the run's limit, in (0, 1); got {share:g} (the end is OUTPUT/model)")
+        if self.snapshots and self.max_tokens is None and self.max_steps is None:
+            raise ValueError("snapshots are taken at shares of a token or step limit: give --max-tokens or --max-steps")
 
     @property
     def trackers(self) -> tuple[str, ...]:
@@ -102,6 +115,13 @@ class LoopConfig:
         if self.has_limit or any(limit is not None for limit in other_limits):
             return self
         return replace(self, max_time=DEFAULT_MINUTES)
+
+    def snapshot_due(self, share: float, steps: int, tokens: int) -> bool:
+        """Whether a run at ``steps`` and ``tokens`` has reached ``share`` of its token limit (of its
+        step limit without one): ``max_tokens=1000``, share 0.25 -> due from 250 tokens on."""
+        if self.max_tokens is not None:
+            return tokens >= share * self.max_tokens
+        return self.max_steps is not None and steps >= share * self.max_steps
 
     def describe_limits(self, *, epochs: int | None = None) -> str:
         """The limits in force, in words: ``"stops at 9 min or 2,000 steps, whichever comes first"``."""

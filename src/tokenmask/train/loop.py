@@ -22,7 +22,7 @@ from accelerate import Accelerator
 
 from tokenmask.collate.stream import Shard
 from tokenmask.settings import flatten
-from tokenmask.train.checkpoint import newest_valid_checkpoint, save_model
+from tokenmask.train.checkpoint import newest_valid_checkpoint, save_model, snapshot_folder
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.groups import HeadWarmup, lr_multipliers, parameter_groups
 from tokenmask.train.heads import compile_encoder
@@ -143,11 +143,13 @@ def train(
         """Seconds since the start (and ``also``) on the main process; 0 elsewhere, to be summed."""
         return (time.perf_counter() - start, *also) if shard.is_main else (0.0,) * (1 + len(also))
 
+    snapshots = _Snapshots(config, output, reporter) if shard.is_main else None
+
     start = time.perf_counter() - result.seconds  # a time limit counts the whole run, across restarts
     bad_in_a_row, elapsed, first_step = 0, result.seconds, result.steps
     try:
         with StopSignals() as signals:
-            if checkpoint is None:
+            if checkpoint is None and config.eval_at_start:
                 evaluate()
             while not _limit_reached(config, result, elapsed):  # a resumed run may have reached it already
                 if job.follows_horizon and _horizon(schedule) != batches_horizon:  # those made ahead are for the old one
@@ -183,6 +185,8 @@ def train(
                     if bad_in_a_row >= config.max_bad_steps:
                         raise NonFiniteSteps(_non_finite_message(config, output, result.steps))
                 pace.after_step(schedule, result.steps, result.tokens, elapsed, elapsed - evaluated)
+                if snapshots is not None:  # before a stop's save: the resumed run will not take it again
+                    snapshots.take(model, job, result)
                 if result.steps % config.eval_every == 0:  # before a stop's save: the resumed run will not redo it
                     evaluate()
                     pace.after_evaluation(schedule, result.steps, result.tokens, summed(accelerator, main_clock())[0])
@@ -207,6 +211,24 @@ def train(
         plot_metrics(read_metrics(output), output / PLOT_FILE)
     accelerator.wait_for_everyone()
     return result
+
+
+class _Snapshots:
+    """The model saved at shares of the run's limit (``config.snapshots``), each once: a share
+    whose folder exists (a resumed run's) is not taken again."""
+
+    def __init__(self, config: LoopConfig, output: Path, reporter: Reporter) -> None:
+        self.config, self.output, self.reporter = config, output, reporter
+        self.waiting = [share for share in sorted(config.snapshots) if not snapshot_folder(output, share).is_dir()]
+
+    def take(self, model: Any, job: Job, result: TrainResult) -> None:  # a PreTrainedModel
+        while self.waiting and self.config.snapshot_due(self.waiting[0], result.steps, result.tokens):
+            share = self.waiting.pop(0)
+            notes = {"share": share, "step": result.steps, "tokens": result.tokens}
+            save_model(snapshot_folder(self.output, share), model, job.tokenizer, card=job.card(result), notes=notes)
+            self.reporter.message(
+                f"step {result.steps}: snapshot at {share:g} of the run in {snapshot_folder(self.output, share)}"
+            )
 
 
 def _build(
