@@ -63,13 +63,16 @@ def test_a_study_fine_tunes_its_baseline_at_the_commit_of_its_cells(hub_cache, p
     v1 = hub_cache.commits[repo]["v1"]
     argv = [
         "study", str(plays_file(600, 6)), "--init", repo, "--revision", "v1", "--output", str(tmp_path / "study"),
-        "--strategies", "token", "--rates", "0.15", "--max-steps", "1", "--finetune", "--finetune-max-steps", "1", *TINY,
+        "--strategies", "token", "--rates", "0.15", "--max-steps", "1", "--finetune", "builtin", "--finetune-max-steps", "1",
+        "--no-estimate", "--no-robustness", *TINY,
     ]  # fmt: skip
     assert main(argv) == 0
     cells = tmp_path / "study" / "cells"
     pretrained = [settings(folder / "pretrain") for folder in cells.iterdir() if (folder / "pretrain").is_dir()]
-    baselines = [settings(folder / "finetune") for folder in cells.iterdir() if not (folder / "pretrain").is_dir()]
-    assert pretrained and baselines
+    tuned = {folder.name: settings(next((folder / "tune").rglob("seed-0"))) for folder in cells.iterdir()}
+    assert pretrained and set(tuned) == {"baseline-seed0", "token-0.15-bert-seed0"}
     assert {cell["revision"] for cell in pretrained} == {v1} and {cell["init"] for cell in pretrained} == {repo}
-    assert [(b["model"], b["revision"]) for b in baselines] == [(repo, v1)]  # --init itself, at the same commit
+    baseline = tuned["baseline-seed0"]
+    assert (baseline["model"], baseline["revision"]) == (repo, v1)  # --init itself, at the same commit
+    assert tuned["token-0.15-bert-seed0"]["revision"] is None  # a cell's model is a folder
     assert settings(tmp_path / "study")["revision"] == v1

@@ -162,22 +162,6 @@ def test_resume_on_a_study_of_another_grid_is_refused(tmp_path, capsys):
     assert "already holds a study: pass --resume" in capsys.readouterr().err
 
 
-def test_fine_tuning_scores_each_cell_beside_the_untrained_baseline(corpus_and_tokenizer, tmp_path, one_thread):
-    corpus, tokenizer = corpus_and_tokenizer
-    base = PretrainConfig(
-        loop=LoopConfig(output=str(tmp_path / "study"), max_steps=2, eval_every=2, batch_size=4, cpu=True),
-        corpus=(str(corpus),), tokenizer=str(tokenizer), preset="bert-tiny",
-    )  # fmt: skip
-    config = StudyConfig(base=base, grid=StudyGrid(("span",), (0.3,)), finetune=True, finetune_max_steps=2)
-    study = run_study(config)
-    assert [c["name"] for c in study["cells"]] == ["span-0.3-bert-seed0", "baseline-seed0"] and study["complete"]
-    for cell in study["cells"]:
-        assert cell["finetune"]["steps"] == 2 and 0.0 <= cell["finetune"]["accuracy"] <= 1.0
-    baseline = tmp_path / "study" / "cells" / "baseline-seed0"
-    assert (baseline / "untrained" / "model.safetensors").exists() and "common" not in study["cells"][1]
-    assert json.loads((baseline / "finetune" / "results.json").read_text())["config"]["model"] == str(baseline / "untrained")
-
-
 def test_a_study_replays_from_its_config_yaml(corpus_and_tokenizer, tmp_path, capsys, one_thread):
     corpus, tokenizer = corpus_and_tokenizer
     first = tmp_path / "first"

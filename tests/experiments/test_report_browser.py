@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from test_compare import fake_comparison  # the suite imports test modules by basename (unique names)
-from test_study import study_json  # noqa: F401 (a fixture)
+from test_study_report import downstream_study, pretraining_study  # noqa: F401 (fixtures)
 
 from tokenmask.experiments.compare_report import write_compare_report
 from tokenmask.experiments.report import Figure, Heading, Paragraph, Table, write_report
@@ -75,10 +75,22 @@ def test_a_report_renders_with_its_tables_and_images(browser, tmp_path):
     browser.save_screenshot(str(tmp_path / "report.png"))
 
 
-def test_the_study_report_renders(browser, study_json):  # noqa: F811
-    page = loaded_page(browser, write_study_report(study_json))
+def test_the_study_report_renders(browser, pretraining_study):  # noqa: F811
+    page = loaded_page(browser, write_study_report(pretraining_study))
     assert page["tables"] == 2 and "token-0.15-bert" in page["cells"] and "0.1200 ± 0.0283" in page["cells"]
     assert len(page["images"]) == 2 and all(page["images"])  # the curves and the final metric by strategy and rate
+    assert page["errors"] == []
+
+
+def test_the_study_report_with_fine_tuning_renders(browser, downstream_study):  # noqa: F811
+    page = loaded_page(browser, write_study_report(downstream_study))
+    paragraphs = browser.execute_script("return [...document.querySelectorAll('p')].map(p => p.textContent)")
+    assert paragraphs[0].startswith(
+        "At 100 labels, continued pre-training with whole-word masking at 0.15 for 1.0M tokens raised"
+    )
+    # per budget against the baseline (2), typo-0.1, augmentation, masking, pre-training summary, cells, fine-tuning cells
+    assert page["tables"] == 8 and "+4.0 [1.5, 6.5]" in page["cells"] and "better" in page["cells"]
+    assert len(page["images"]) == 3 and all(page["images"])  # the task's metric by tokens, the final scores, the curves
     assert page["errors"] == []
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
+from dataclasses import replace
 
 import pytest
 
-from tokenmask.experiments.plan import Cell
+from tokenmask.experiments.downstream import DownstreamPlan
 from tokenmask.experiments.study import StudyConfig, StudyExperiment, study_config
 from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS, StudyGrid
-from tokenmask.experiments.study_report import Spread, study_table, summarize, write_study_report
+from tokenmask.experiments.study_report import Spread, write_study_report
 from tokenmask.experiments.sweep import check_folder, plan_differences
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.recipes.config import PretrainConfig
@@ -42,13 +42,58 @@ def test_settings_the_grid_sets_per_cell_are_refused():
         StudyConfig(base=PretrainConfig(), grid=GRID)
 
 
-def test_the_cells_are_the_grid_then_one_baseline_per_seed_when_fine_tuning():
-    config = StudyConfig(base=PretrainConfig(loop=LoopConfig(output="o", seed=4, max_steps=1)), grid=GRID, finetune=True)
-    assert [c.name for c in config.cells()] == [
-        "token-0.15-bert-seed4", "token-0.15-bert-seed5", "span-0.15-bert-seed4", "span-0.15-bert-seed5",
-        "baseline-seed4", "baseline-seed5",
+BUILTIN = DownstreamPlan(finetune=("builtin",))
+
+
+def test_with_fine_tuning_each_model_is_followed_by_its_fine_tunings_the_baseline_first():
+    downstream = DownstreamPlan(finetune=("builtin",), label_budgets=(100, None), finetune_seeds=2, pretrain_fractions=(0.5, 1.0))
+    config = StudyConfig(
+        base=PretrainConfig(loop=LoopConfig(output="o", seed=4, max_steps=8)), grid=StudyGrid(("token",), (0.15,), seeds=2),
+        downstream=downstream,
+    )  # fmt: skip
+    cells = config.cells()
+    sources = [c.name for c in cells if c.coordinates.get("role") != "finetune"]
+    assert sources == ["baseline-seed4", "baseline-seed5", "token-0.15-bert-seed4", "token-0.15-bert-seed5"]
+    assert len(cells) == 4 + 2 * (2 * 2 * 1) + 2 * (2 * 2 * 1 * 2)  # baselines at share 0; cells at 0.5 and 1
+    tuned = cells[cells.index(next(c for c in cells if c.name == "token-0.15-bert-seed5")) + 1]
+    assert tuned.name == "token-0.15-bert-seed5/fraction-0.5/size-100/augment-0/tune-seed-4"
+    assert tuned.folder == "cells/token-0.15-bert-seed5/tune/fraction-0.5/size-100/augment-0/seed-4"
+    assert tuned.after == ("token-0.15-bert-seed5",)
+    assert {k: tuned.coordinates[k] for k in ("role", "point", "pretrain_seed", "seed", "fraction", "size", "augment")} == {
+        "role": "finetune", "point": "token-0.15-bert", "pretrain_seed": 5, "seed": 4, "fraction": 0.5, "size": "100",
+        "augment": 0.0,
+    }  # fmt: skip
+    assert {c.coordinates["fraction"] for c in cells if c.coordinates.get("source") == "baseline-seed4"} == {0.0}
+    assert config.snapshots == (0.5,)  # the share 1 is the cell's final model
+
+
+def test_from_a_checkpoint_there_is_one_baseline_whatever_the_seeds():
+    config = StudyConfig(
+        base=PretrainConfig(loop=LoopConfig(output="o", max_steps=8), init="minilm"), grid=StudyGrid(("token",), (0.15,), seeds=2),
+        downstream=BUILTIN,
+    )  # fmt: skip
+    assert [c.name for c in config.cells() if c.coordinates.get("role") != "finetune"] == [
+        "baseline-seed0", "token-0.15-bert-seed0", "token-0.15-bert-seed1"
     ]  # fmt: skip
-    assert config.cells()[-1].folder == "cells/baseline-seed5" and config.cells()[-1].coordinates["point"] == "baseline"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"label_budgets": "100,0"}, r"label budgets must be whole numbers >= 1 or 'all'; got 0"),
+        ({"label_budgets": "100,100"}, "label budgets: each value once"),
+        ({"augment_rates": "0,1"}, r"augmentation rates must be in \[0, 1\); got 1.0"),
+        ({"pretrain_fractions": "0,1"}, r"pre-training fractions must be in \(0, 1\]; got 0.0"),
+        ({"finetune": "builtin,more.csv"}, "'builtin' stands alone"),
+        ({"robustness_sets": ["typo=x"]}, "rates must be numbers"),
+        ({"finetune": "", "finetune_eval": "e.csv"}, "--finetune-eval scores the fine-tuned models: give --finetune DATA too"),
+        ({"pretrain_fractions": "0.5,1", "max_steps": None, "max_time": 3.0}, "give --max-tokens or --max-steps"),
+    ],
+)
+def test_bad_downstream_settings_are_refused_naming_them(settings, message):
+    given = {"output": "o", "max_steps": 5, "finetune": "builtin", **settings}
+    with pytest.raises(ValueError, match=message):
+        study_config({k: v for k, v in given.items() if v is not None})
 
 
 def test_plan_differences_name_the_sections_and_keys():
@@ -58,8 +103,10 @@ def test_plan_differences_name_the_sections_and_keys():
     where = study_config({"output": "x", "max_steps": 5, "resume": True, **GRID_SETTINGS})
     assert plan_differences(plan, where.plan()) == ""  # where, not what
     assert plan_differences(plan, other.plan()) == "grid (rates), settings (lr)"
-    tuned = StudyConfig(base=other.base, grid=other.grid, finetune=True).plan()
+    tuned = StudyConfig(base=other.base, grid=other.grid, downstream=BUILTIN).plan()
     assert plan_differences(other.plan(), tuned) == "finetune (on now)"
+    more = StudyConfig(base=other.base, grid=other.grid, downstream=replace(BUILTIN, finetune_seeds=3)).plan()
+    assert plan_differences(tuned, more) == "finetune (seeds)"
     assert plan_differences({"rates": [0.1], "seeds": [0]}, {"rates": [0.2], "seeds": [0]}) == "rates"
 
 
@@ -80,10 +127,14 @@ def test_a_folder_with_a_study_is_refused_without_resume_and_with_another_plan(t
 
 
 def test_the_study_settings_replay_it_and_name_no_setting_a_cell_sets():
-    config = study_config({"output": "o", "max_steps": 5, "lr": 1e-3, **GRID_SETTINGS, "finetune": True, "jobs": 2})
+    config = study_config(
+        {"output": "o", "max_steps": 5, "lr": 1e-3, **GRID_SETTINGS, "finetune": "train.csv", "label_budgets": "100,all",
+         "finetune_seeds": 3, "augment_rates": "0,0.1", "task": "classify", "text_column": "review", "jobs": 2}
+    )  # fmt: skip
     settings = StudyExperiment(config).settings()
     assert not {"strategy", "mlm_probability", "mlm_probability_end", "eval_masking", "overwrite", "resume"} & settings.keys()
     assert (settings["strategies"], settings["rates"], settings["seeds"], settings["jobs"]) == (["token", "span"], [0.15], 2, 2)
+    assert (settings["finetune"], settings["label_budgets"], settings["text_column"]) == (["train.csv"], [100, None], "review")
     assert study_config(settings) == config
     assert flatten(study_config(settings)) == {**settings, "resume": False}
     resumed = study_config({"output": "o", "max_steps": 5, **GRID_SETTINGS, "resume": True})
@@ -95,66 +146,6 @@ def test_spread_by_hand():
     assert spread is not None and spread.mean == pytest.approx(0.12)
     assert spread.std == pytest.approx(0.0282843, rel=1e-5)  # sqrt((0.02^2 + 0.02^2) / (2 - 1))
     assert str(spread) == "0.1200 ± 0.0283" and str(Spread.of([0.5])) == "0.5000" and Spread.of([]) is None
-
-
-def finished(cell: Cell, accuracy: float, *, own: float | None = None, tuned: float | None = None) -> dict:
-    result = {**cell.describe(), "minutes": 1.5}
-    if cell.coordinates["strategy"] is not None:
-        result.update(
-            steps=10, tokens=4096, common={"loss": 5.0 - accuracy, "perplexity": 99.0, "accuracy": accuracy, "targets": 100}
-        )
-        result["own"] = None if own is None else {"loss": 5.0, "perplexity": 99.0, "accuracy": own, "targets": 90}
-        result["curve"] = [
-            {"step": 0, "tokens": 0, "loss": 10.0, "accuracy": 0.0},
-            {"step": 10, "tokens": 4096, "loss": 5.0, "accuracy": accuracy},
-        ]
-    if tuned is not None:
-        result["finetune"] = {"steps": 3, "metric": "macro_f1", "accuracy": tuned, "macro_f1": tuned, "loss": 0.6}
-    return result
-
-
-@pytest.fixture
-def study_json(tmp_path):
-    """A study.json as a study of token and span at 15%, two seeds, with fine-tuning, writes it; one cell pending."""
-    config = StudyConfig(base=PretrainConfig(loop=LoopConfig(output=str(tmp_path), max_steps=10)), grid=GRID, finetune=True)
-    t0, t1, s0, s1, b0, b1 = config.cells()
-    cells = [
-        finished(t0, 0.10, tuned=0.70), finished(t1, 0.14, tuned=0.72), finished(s0, 0.20, own=0.25, tuned=0.74),
-        {**s1.describe(), "status": "pending"}, finished(b0, 0.0, tuned=0.60), finished(b1, 0.0, tuned=0.62),
-    ]  # fmt: skip
-    study = {"version": 1, "complete": False, "plan": config.plan(), "cells": cells,
-             "evaluation": {"masking": "token-level 80/10/10", "mlm_probability": 0.15, "blocks": 128}}  # fmt: skip
-    (tmp_path / "study.json").write_text(json.dumps(study))
-    return tmp_path
-
-
-def test_the_summary_is_per_grid_point_over_its_finished_seeds(study_json):
-    study = json.loads((study_json / "study.json").read_text())
-    by_point = {s.point: s for s in summarize(study)}
-    assert list(by_point) == ["token-0.15-bert", "span-0.15-bert", "baseline"]
-    assert by_point["token-0.15-bert"].accuracy.values == (0.10, 0.14) and by_point["token-0.15-bert"].own_accuracy is None
-    assert by_point["span-0.15-bert"].accuracy.values == (0.20,) and by_point["span-0.15-bert"].own_accuracy.mean == 0.25
-    assert by_point["baseline"].accuracy is None and by_point["baseline"].finetune.values == (0.60, 0.62)
-    lines = study_table(study).splitlines()
-    assert re.split(r"\s{2,}", lines[0]) == [
-        "cell (strategy-rate-corruption)", "seeds", "fixed-mask accuracy", "fixed-mask loss", "own-mask accuracy", "fine-tuned accuracy"
-    ]  # fmt: skip
-    assert re.split(r"\s{2,}", lines[1]) == ["token-0.15-bert", "2", "0.1200 ± 0.0283", "4.8800 ± 0.0283", "-", "0.7100 ± 0.0141"]
-    assert re.split(r"\s{2,}", lines[2]) == ["span-0.15-bert", "1", "0.2000", "4.8000", "0.2500", "0.7400"]
-    assert re.split(r"\s{2,}", lines[3]) == ["baseline", "2", "-", "-", "-", "0.6100 ± 0.0141"]
-    assert lines[-1] == "5 of 6 cells finished"
-
-
-def test_the_report_is_one_page_with_the_tables_and_both_plots_embedded(study_json):
-    page = write_study_report(study_json).read_text()
-    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
-    assert page.count('<img src="data:image/png;base64,') == 2
-    assert "http" not in page and "<script" not in page and 'src="' + "file" not in page
-    assert page.count("<table>") == 2
-    assert "<td>token-0.15-bert</td><td>2</td><td>0.1200 ± 0.0283</td>" in page
-    assert "<td>span-0.15-bert-seed1</td><td>pending</td>" in page
-    assert "Incomplete: 5 of 6 cells finished." in page
-    assert (study_json / "curves.png").read_bytes().startswith(b"\x89PNG") and (study_json / "final.png").exists()
 
 
 def test_a_folder_without_a_study_has_no_report(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ class Squares:
 
     def introduce(self, loaded: int, finished: int) -> str:
         return f"{len(self.numbers)} squares, {finished} kept"
+
+    def forecast(self, loaded: int, pending: Any, output: Path) -> str:
+        return f"{len(pending)} to square"
 
     def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: int, resume: bool, command: str | None) -> dict:
         if cell.coordinates["n"] == self.fail:
@@ -112,3 +116,78 @@ def test_a_run_folder_is_not_taken_for_a_sweep(tmp_path):
     (tmp_path / "config.yaml").write_text("lr: 1\n")
     with pytest.raises(ValueError, match="holds a single run or another experiment, not a squares"):
         run_sweep(Squares(), SweepRun(tmp_path, resume=True))
+
+
+class Said:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+    def step(self, *args: Any) -> None:
+        pass
+
+
+def test_the_forecast_is_said_before_the_cells_and_only_for_cells_left(tmp_path):
+    said = Said()
+    run_sweep(Squares(), SweepRun(tmp_path), said)
+    assert said.lines[:3] == ["3 squares, 0 kept", "3 to square", "cell 1/3 n1: started"]
+    again = Said()
+    run_sweep(Squares(), SweepRun(tmp_path, resume=True), again)
+    assert again.lines == ["3 squares, 3 kept"]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """``second`` reads what ``first`` wrote, slowly: run side by side, it would find nothing."""
+
+    kind: str = "chain"
+    record_file: str = "chain.json"
+
+    def plan(self) -> dict[str, Any]:
+        return {}
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def cells(self) -> list[Cell]:
+        return [Cell("first", "first", {"n": 1}), Cell("second", "second", {"n": 2}, after=("first",))]
+
+    def load(self) -> None:
+        return None
+
+    def introduce(self, loaded: None, finished: int) -> str:
+        return "chain"
+
+    def forecast(self, loaded: None, pending: Any, output: Path) -> str:
+        return ""
+
+    def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: None, resume: bool, command: str | None) -> dict:
+        made = folder.parent / "first" / "made.txt"
+        if cell.name == "first":
+            time.sleep(1.0)
+            made.write_text("from first")
+            return {}
+        return {"read": made.read_text() if made.exists() else None}
+
+    def finished_line(self, result: Any) -> str:
+        return "done"
+
+    def summary(self, finished: Any) -> dict[str, Any]:
+        return {}
+
+
+def test_a_cell_starts_after_the_cells_it_waits_for_even_with_free_jobs(tmp_path):
+    record = run_sweep(Chain(), SweepRun(tmp_path, jobs=2))
+    assert record["complete"] and record["cells"][1]["read"] == "from first"
+
+
+def test_a_cell_waiting_for_a_later_cell_is_refused(tmp_path):
+    @dataclass(frozen=True)
+    class Backwards(Chain):
+        def cells(self) -> list[Cell]:
+            return list(reversed(Chain().cells()))
+
+    with pytest.raises(ValueError, match="cell second waits for first, which is not before it in the plan"):
+        run_sweep(Backwards(), SweepRun(tmp_path))

@@ -119,9 +119,20 @@ def run_cells(
     command: str | None,
     on_result: OnResult,
 ) -> None:
-    """Run ``pending`` (``run.jobs`` at a time), calling ``on_result`` as each finishes; cells in
-    this process get ``loaded``, those in processes of their own load it again there."""
+    """Run ``pending`` (``run.jobs`` at a time), calling ``on_result`` as each finishes; a cell
+    starts once the cells it runs ``after`` have finished. Cells in this process get ``loaded``,
+    those in processes of their own load it again there.
+
+    Raises:
+        ValueError: a cell waits for a cell that is not in the plan, or comes before it
+            (the plan's order is one that one process can run).
+    """
     label = {cell.name: f"cell {number}/{len(every)} {cell.name}" for number, cell in enumerate(every, 1)}
+    place = {cell.name: number for number, cell in enumerate(every)}
+    for cell in every:
+        for name in cell.after:
+            if place.get(name, len(every)) >= place[cell.name]:
+                raise ValueError(f"cell {cell.name} waits for {name}, which is not before it in the plan")
     if run.jobs == 1:
         for cell in pending:
             reporter.message(f"{label[cell.name]}: started")
@@ -129,20 +140,23 @@ def run_cells(
             reporter.message(f"{label[cell.name]}: {experiment.finished_line(result)}")
             on_result(result)
         return
-    _run_in_processes(experiment, run, pending, reporter, command=command, on_result=on_result, label=label)
+    finished = {cell.name for cell in every} - {cell.name for cell in pending}
+    _run_in_processes(experiment, run, pending, finished, reporter, command=command, on_result=on_result, label=label)
 
 
 def _run_in_processes(
     experiment: Experiment,
     run: SweepRun,
     cells: Sequence[Cell],
+    finished: set[str],
     reporter: Reporter,
     *,
     command: str | None,
     on_result: OnResult,
     label: Mapping[str, str],
 ) -> None:
-    """Up to ``run.jobs`` cells at once, each in a spawned process with its share of the cores."""
+    """Up to ``run.jobs`` cells at once, each in a spawned process with its share of the cores;
+    the first waiting cell whose ``after`` cells are ``finished`` starts next."""
     from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("spawn")  # no forked torch or tokenizer threads
@@ -151,8 +165,12 @@ def _run_in_processes(
     running: dict[int, tuple[Any, Cell, Any]] = {}  # sentinel -> (process, cell, receiving end)
     try:
         while waiting or running:
-            while waiting and len(running) < run.jobs:
-                cell = waiting.pop(0)
+            while len(running) < run.jobs:
+                ready = next((c for c in waiting if finished.issuperset(c.after)), None)
+                if ready is None:  # the rest wait for running cells
+                    break
+                waiting.remove(ready)
+                cell = ready
                 receiver, sender = context.Pipe(duplex=False)
                 arguments = (experiment, cell, run, command, threads, sender)
                 process = context.Process(target=_cell_process, args=arguments, daemon=False)
@@ -169,6 +187,7 @@ def _run_in_processes(
                 if outcome[0] != "done":
                     raise ValueError(f"cell {cell.name}: {outcome[1]}")
                 reporter.message(f"{label[cell.name]}: {experiment.finished_line(outcome[1])}")
+                finished.add(cell.name)
                 on_result(outcome[1])
     finally:
         for process, _, _ in running.values():

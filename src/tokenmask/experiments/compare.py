@@ -13,7 +13,6 @@ bookkeeping is the sweep runner's (:mod:`tokenmask.experiments.sweep`): ``OUTPUT
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,13 +23,12 @@ from tokenmask.experiments.compare_report import COMPARE_FILE, AugmentComparison
 from tokenmask.experiments.compare_stats import BASELINE_ARM, CLEAN, summarize
 from tokenmask.experiments.plan import RUN_KEYS, Axis, Cell, Coordinates, SweepRun, check_axis, cross, replayable
 from tokenmask.experiments.sweep import run_sweep
+from tokenmask.experiments.tuning import SCORED_METRICS, tune_and_score
 from tokenmask.labelled.robustness import Corruption, parse_corruptions
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.settings import build, check, flatten, setting
 from tokenmask.train.job import QuietReporter, Reporter
 
-SCORED_METRICS = {"classify": ("accuracy", "macro_f1"), "tokens": ("accuracy", "macro_f1", "span_f1")}
-"""What every evaluation set is scored by, per task (higher is better for each)."""
 _LIMITS = ("epochs", "max_steps", "max_tokens", "max_time")
 
 
@@ -242,34 +240,26 @@ class CompareExperiment:
         runs = f"comparison: {len(self.cells())} runs, each {base.loop.describe_limits(epochs=base.epochs)}{kept}"
         return f"{loaded.full.describe()}\n{runs}"
 
+    def forecast(self, loaded: CompareData, pending: Sequence[Cell], output: Path) -> str:
+        """None: each run's length is given (``--max-steps``, ``--max-time``…)."""
+        return ""
+
     def run_cell(
         self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: CompareData, resume: bool, command: str | None
     ) -> dict[str, Any]:
         """Fine-tune one cell on its training sample, score it on every set; returns its record."""
-        from tokenmask.recipes.finetune import BEST_FOLDER, finetune
+        from tokenmask.recipes.finetune import BEST_FOLDER
         from tokenmask.train.runs import CHECKPOINTS
-        from tokenmask.use.classifier_scores import evaluate_classifier
 
         base, where = self.config.base, cell.coordinates
-        data = loaded
         loop = replace(base.loop, output=str(folder), seed=where["seed"], resume=resume)
         run = replace(base, loop=loop, augment_rate=where["rate"], augment_adaptive=where["adaptive"])
         size = None if where["size"] == "all" else int(where["size"])
-        subset = data.training(size, where["seed"])
-        result = finetune(run, reporter, data=subset, command=command)
-        scores = {CLEAN: _scored(result.final.metrics(), run)}
-        for corruption in self.config.plan.corruption_sets:
-            batches = data.corrupted_batches(where["seed"], corruption)
-            scores[corruption.name] = _scored(
-                evaluate_classifier(result.model, batches, task="classify", labels=subset.labels).metrics(), run
-            )
-        if not self.config.plan.keep_models:  # only now: an unfinished run needs its checkpoints to resume
-            for name in (BEST_FOLDER, "model", CHECKPOINTS):
-                shutil.rmtree(folder / name, ignore_errors=True)
-        return {
-            **where, "examples": len(subset.train), "steps": result.steps, "seconds": result.seconds,
-            "divergence_warnings": len(result.warnings), "scores": scores, "config": flatten(run),
-        }  # fmt: skip
+        keep = ("model", BEST_FOLDER, CHECKPOINTS) if self.config.plan.keep_models else ()
+        scored = tune_and_score(
+            run, loaded, reporter, size=size, corruptions=self.config.plan.corruption_sets, keep=keep, command=command
+        )
+        return {**where, **scored}
 
     def finished_line(self, result: Mapping[str, Any]) -> str:
         """``clean macro_f1 0.7120 after 60 steps (41 s)``."""
@@ -289,10 +279,6 @@ class CompareExperiment:
             "config": flatten(base),
             "summary": [row.to_dict() for row in summarize(finished, metrics)],
         }
-
-
-def _scored(metrics: Mapping[str, float], run: FinetuneConfig) -> dict[str, float]:
-    return {name: float(metrics[name]) for name in SCORED_METRICS[run.task]}
 
 
 def compare_augment(

@@ -66,8 +66,9 @@ def _ids_after(examples: list[LabelledExample], first: int) -> list[LabelledExam
     return [{**e, "id": first + i} for i, e in enumerate(examples)]
 
 
-def load_compare_data(config: FinetuneConfig) -> CompareData:
-    """Read, split and encode the data of ``config``; keep the examples for samples and corrupted sets.
+def load_compare_data(config: FinetuneConfig, *, tokenizer: Any = None) -> CompareData:
+    """Read, split and encode the data of ``config`` with ``tokenizer`` (None: ``config.model``'s);
+    keep the examples for samples and corrupted sets.
 
     Raises:
         ValueError: data that cannot be read, split or encoded (:func:`~tokenmask.recipes.finetune_data.load_finetune_split`).
@@ -75,7 +76,8 @@ def load_compare_data(config: FinetuneConfig) -> CompareData:
     from tokenmask.recipes.finetune_data import load_finetune_split
     from tokenmask.train.classifier import load_classifier_tokenizer
 
-    tokenizer = load_classifier_tokenizer(config.model)
+    if tokenizer is None:
+        tokenizer = load_classifier_tokenizer(config.model, hub=config.hub)
     full, train, validation = load_finetune_split(config, tokenizer)
     strata = [getattr(e, "label", "") for e in train] if config.task == "classify" else [""] * len(train)
     return CompareData(full, strata, train, validation, tokenizer, config.loop.batch_size)

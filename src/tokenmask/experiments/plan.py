@@ -48,11 +48,13 @@ class Axis:
 @dataclass(frozen=True)
 class Cell:
     """One run of a sweep: its ``name`` in the record and messages, its ``folder`` under
-    OUTPUT, and its ``coordinates``."""
+    OUTPUT, its ``coordinates``, and the cells it starts ``after`` (it uses what they wrote:
+    a fine-tuning cell, the model of a pre-training cell)."""
 
     name: str
     folder: str
     coordinates: Coordinates
+    after: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """The cell as the record lists it while pending: name and coordinates."""
@@ -65,9 +67,11 @@ def cross(
     name: Callable[[Coordinates], str],
     folder: Callable[[Coordinates], str],
     derive: Callable[[Coordinates], Coordinates] | None = None,
+    after: Callable[[Coordinates], tuple[str, ...]] | None = None,
 ) -> list[Cell]:
     """Every combination of the axes' values, the first axis slowest; ``name`` and ``folder``
-    spell each cell's coordinates, ``derive`` adds coordinates computed from them (listed first).
+    spell each cell's coordinates, ``derive`` adds coordinates computed from them (listed
+    first), ``after`` names the cells each one waits for.
 
     ``cross([Axis("rate", (0.1, 0.2)), Axis("seed", (0, 1))], …)`` gives the cells of
     ``(0.1, 0), (0.1, 1), (0.2, 0), (0.2, 1)``.
@@ -79,7 +83,7 @@ def cross(
             coordinates.update(value if isinstance(value, Mapping) else {axis.name: value})
         if derive is not None:
             coordinates = {**derive(coordinates), **coordinates}
-        cells.append(Cell(name(coordinates), folder(coordinates), coordinates))
+        cells.append(Cell(name(coordinates), folder(coordinates), coordinates, after(coordinates) if after else ()))
     return cells
 
 
@@ -114,6 +118,11 @@ class Experiment(Protocol):
 
     def introduce(self, loaded: Any, finished: int) -> str:
         """The sweep's first lines: what was read, the plan in words, ``finished`` cells read back."""
+        ...
+
+    def forecast(self, loaded: Any, pending: Sequence[Cell], output: Path) -> str:
+        """How long the ``pending`` cells will take, said before they start (``""``: no forecast);
+        may measure in a temporary folder and keep what it measured in ``output``."""
         ...
 
     def run_cell(

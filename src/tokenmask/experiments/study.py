@@ -4,9 +4,15 @@ Each cell of the :class:`~tokenmask.experiments.study_grid.StudyGrid` is one
 :func:`~tokenmask.recipes.pretrain.pretrain` run in ``OUTPUT/cells/<name>/pretrain``, with the
 study's base settings, budget and seeds; only the masking differs. Every cell is scored on the
 same fixed masks (``eval_masking="common"``: token-level 80/10/10 at the evaluation rate), its
-own-masking score beside. With ``finetune``, each cell's model, and per seed a baseline (the
-same model untrained), is also fine-tuned on the built-in Rotten Tomatoes snippets
-(``OUTPUT/cells/<name>/finetune``).
+own-masking score beside.
+
+With ``--finetune DATA`` the study answers on the user's task
+(:mod:`tokenmask.experiments.downstream`): every model (the starting checkpoint itself, the
+baseline, and each cell's at the shares of its budget in ``--pretrain-fractions``) is
+fine-tuned at each label budget x augmentation rate x fine-tuning seed, in
+``OUTPUT/cells/<name>/tune/…``, and scored on the held-out set and its corrupted copies; the
+paired numbers against the baseline are :mod:`tokenmask.experiments.downstream_stats`', and
+the best fine-tuned model is kept in ``OUTPUT/best-model``.
 
 The bookkeeping is the sweep runner's (:mod:`tokenmask.experiments.sweep`): ``OUTPUT/study.json``
 (the plan and every cell), each cell's ``cell.json``, resume, ``jobs``. The page is
@@ -20,7 +26,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokenmask.experiments.plan import RUN_KEYS, Cell, SweepRun, replayable
+from tokenmask.experiments.compare_data import CompareData
+from tokenmask.experiments.compare_stats import CLEAN
+from tokenmask.experiments.downstream import (
+    DownstreamPlan,
+    best_model,
+    finetune_cells,
+    keep_best_model,
+    load_downstream_data,
+    source_model,
+)
+from tokenmask.experiments.plan import RUN_KEYS, Cell, Coordinates, SweepRun, plan_digest, replayable
 from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
@@ -30,10 +46,14 @@ from tokenmask.experiments.study_grid import (
 )
 from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
 from tokenmask.experiments.sweep import run_sweep
-from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig, PretrainConfig, pretrain_config
+from tokenmask.experiments.tuning import SCORED_METRICS, tune_and_score
+from tokenmask.recipes.config import PretrainConfig, pretrain_config
 from tokenmask.settings import build, check, flatten, leaves, setting
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter, Reporter
+
+UNTRAINED = "untrained"
+"""A baseline cell's folder for the untrained model of a study built from scratch."""
 
 _SCORES = ("loss", "perplexity", "accuracy", "targets")
 """The fixed-mask scores a cell's result keeps (from the last evaluation of metrics.jsonl)."""
@@ -55,7 +75,7 @@ class StudyConfig:
     base: PretrainConfig = setting(
         factory=lambda: PretrainConfig(loop=LoopConfig(max_tokens=DEFAULT_CELL_TOKENS)),
         help="pre-training (every cell)",
-        exclude=(*GRID_KEYS, "overwrite"),
+        exclude=(*GRID_KEYS, "overwrite", "snapshots"),
         reword={
             "output": "the study's folder: OUTPUT/study.json, OUTPUT/report.html, each cell's runs in OUTPUT/cells/NAME; "
             "required",
@@ -66,12 +86,11 @@ class StudyConfig:
         },
     )
     grid: StudyGrid = setting(factory=StudyGrid, help="the grid: what the cells cross")
-    jobs: int = setting(1, help="cells trained at once, each in its own process", ge=1)
-    finetune: bool = setting(
-        False, help="also fine-tune each cell's model and an untrained baseline on the built-in classification data"
+    downstream: DownstreamPlan = setting(factory=DownstreamPlan, help="fine-tuning every model on labelled data")
+    jobs: int = setting(1, help="cells run at once, each in its own process (a fine-tuning waits for its model)", ge=1)
+    estimate: bool = setting(
+        True, help="first time a few steps of each kind of run (under a minute) and say how long the study will take"
     )
-    finetune_max_steps: int = setting(300, help="with --finetune: steps of each fine-tuning", ge=1)
-    finetune_lr: float = setting(FINETUNE_LOOP.lr, help="with --finetune: its learning rate", gt=0.0)
 
     def __post_init__(self) -> None:
         check(self)
@@ -83,33 +102,35 @@ class StudyConfig:
                 raise ValueError(
                     f"{key} is set per cell by the grid: leave it at its default ({default[key]}) in the base config"
                 )
+        if self.downstream.enabled and self.snapshots and not (self.base.loop.max_tokens or self.base.loop.max_steps):
+            raise ValueError(
+                "--pretrain-fractions are shares of each cell's token or step limit: give --max-tokens or --max-steps"
+            )
 
     @property
     def output(self) -> Path:
         return Path(self.base.loop.output)
 
     @property
-    def finetune_config(self) -> FinetuneConfig | None:
-        """Each cell's fine-tuning (``model``, ``output`` and ``seed`` are set per cell): on the
-        built-in data, on the device and at the precision of the pre-training; None without ``finetune``."""
-        if not self.finetune:
-            return None
-        loop = replace(
-            FINETUNE_LOOP, max_steps=self.finetune_max_steps, lr=self.finetune_lr, eval_every=self.finetune_max_steps,
-            cpu=self.base.loop.cpu, precision=self.base.loop.precision,
-        )  # fmt: skip
-        return FinetuneConfig(loop=loop, max_length=self.base.blocks.max_length)
+    def snapshots(self) -> tuple[float, ...]:
+        """The shares of its budget at which each pre-training cell saves its model for fine-tuning (1 is its final model)."""
+        return tuple(share for share in self.downstream.pretrain_fractions if share < 1.0) if self.downstream.enabled else ()
 
     def cells(self) -> list[Cell]:
-        """The grid's cells, then (with fine-tuning) one baseline per seed."""
-        seeds = self.grid.seed_list(self.base.loop.seed)
-        return self.grid.cells(self.base.loop.seed) + (baseline_cells(seeds) if self.finetune else [])
+        """The grid's cells; with fine-tuning, first the baseline (one per seed for a model built
+        from scratch, one for ``--init``), and each model followed by its fine-tuning cells."""
+        first = self.base.loop.seed
+        sources = self.grid.cells(first)
+        if not self.downstream.enabled:
+            return sources
+        seeds = self.grid.seed_list(first)
+        baselines = baseline_cells(seeds[:1] if self.base.init else seeds)
+        return finetune_cells([*baselines, *sources], self.downstream, first)
 
     def plan(self) -> dict[str, Any]:
         """What the study trains, JSON-ready: the part of ``study.json`` a resumed study must match."""
         settings = {k: v for k, v in flatten(self.base).items() if k not in (*GRID_KEYS, *RUN_KEYS)}
-        tuned = self.finetune_config
-        finetune = None if tuned is None else {k: v for k, v in flatten(tuned).items() if k not in (*RUN_KEYS, "model", "seed")}
+        finetune = self.downstream.to_dict(self.base) if self.downstream.enabled else None
         return {"grid": self.grid.to_dict(), "settings": settings, "finetune": finetune}
 
     def settings(self) -> dict[str, Any]:
@@ -162,74 +183,135 @@ class StudyExperiment:
     def cells(self) -> list[Cell]:
         return self.config.cells()
 
-    def load(self) -> None:
-        """Nothing: each cell reads its corpus as a pre-training run does (through the block cache)."""
-        return None
+    def load(self) -> CompareData | None:
+        """The fine-tuning data, read and encoded once (None without ``--finetune``): bad data
+        fails here, before anything is written. Pre-training cells read their corpus as a
+        pre-training run does (through the block cache)."""
+        downstream = self.config.downstream
+        return load_downstream_data(downstream, self.config.base) if downstream.enabled else None
 
-    def introduce(self, loaded: None, finished: int) -> str:
-        """The study's first line: the grid, the budget of each cell, the common evaluation."""
-        base, tuned = self.config.base, self.config.finetune_config
-        after = f"; each model then fine-tuned ({tuned.loop.describe_limits()}), beside an untrained baseline" if tuned else ""
+    def introduce(self, loaded: CompareData | None, finished: int) -> str:
+        """The study's first lines: the grid, the budget of each cell, the common evaluation, the fine-tuning."""
+        base, downstream = self.config.base, self.config.downstream
         kept = f"; {finished} finished before, kept" if finished else ""
-        return (
+        lines = [
             f"study: {self.config.grid.describe()}, each {base.preset if not base.init else base.init}, "
             f"{base.loop.describe_limits()}; scored on the same token-level 80/10/10 masks at "
-            f"{base.eval_mlm_probability:g}{after}{kept}"
-        )
+            f"{base.eval_mlm_probability:g}{kept}"
+        ]
+        if loaded is not None:
+            start = base.init or f"an untrained {base.preset}"
+            lines += [loaded.full.describe(), f"{downstream.describe()}, beside {start} fine-tuned directly (the baseline)"]
+        return "\n".join(lines)
+
+    def forecast(self, loaded: CompareData | None, pending: Sequence[Cell], output: Path) -> str:
+        """How long the pending cells will take at the pace measured here (:mod:`tokenmask.experiments.pace`):
+        measured when the study first starts and kept in ``OUTPUT/pace.json`` for its resumes."""
+        if not self.config.estimate:
+            return ""
+        import json
+        import os
+
+        from tokenmask.experiments.pace import PACE_FILE, Pace, forecast_line, measure_pace
+        from tokenmask.files import write_json
+
+        path, digest = output / PACE_FILE, plan_digest(self.plan())
+        saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if saved.get("plan") == digest:
+            pace = Pace.from_dict(saved)
+        else:  # first start, or a pace measured for another plan (a study that failed at its start)
+            pace = measure_pace(self.config, loaded, pending)
+            output.mkdir(parents=True, exist_ok=True)
+            write_json(path, {"plan": digest, **pace.to_dict()})
+        return forecast_line(pending, self.config, pace, cores=os.cpu_count() or 1)
 
     def run_cell(
-        self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: None, resume: bool, command: str | None
+        self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: CompareData | None, resume: bool, command: str | None
     ) -> dict[str, Any]:
-        """Pre-train the cell (a baseline cell: nothing), then fine-tune it with ``finetune``.
+        """Pre-train a cell, make the baseline's model, or fine-tune one model (``role`` finetune).
 
-        The result: the cell's coordinates; for a pre-trained cell ``steps``, ``tokens``,
-        ``common`` (the final fixed-mask ``loss``, ``perplexity``, ``accuracy``, ``targets`` on
-        the common masks), ``own`` (the same on its own masks, or None where they are the
-        common ones) and ``curve`` (``step``, ``tokens``, ``loss``, ``accuracy`` at each
-        evaluation); with fine-tuning, ``finetune`` (the final validation metrics and ``steps``).
+        The result: the cell's coordinates and ``role``; for a pre-trained cell ``steps``,
+        ``tokens``, ``common`` (the final fixed-mask ``loss``, ``perplexity``, ``accuracy``,
+        ``targets`` on the common masks), ``own`` (the same on its own masks, or None where they
+        are the common ones) and ``curve`` (``step``, ``tokens``, ``loss``, ``accuracy`` at each
+        evaluation); for a fine-tuning cell ``pretrain_tokens`` (of its model), ``examples``,
+        ``steps``, ``seconds`` and ``scores`` (``{set: {metric: value}}``, the clean set first).
         """
-        from tokenmask.recipes.finetune import finetune
         from tokenmask.recipes.pretrain import pretrain
 
-        result: dict[str, Any] = dict(cell.coordinates)
         coordinates = cell.coordinates
-        if coordinates["strategy"] is not None:
-            run = cell_config(self.config.base, coordinates, folder / "pretrain", resume=resume)
-            trained = pretrain(run, reporter, command=command)
-            result.update(_pretrain_result(folder / "pretrain", trained.steps, trained.tokens))
-            model = str(folder / "pretrain" / "model")
-        else:
-            model = baseline_model(self.config.base, coordinates["seed"], folder / "untrained")
-        tuning = self.config.finetune_config
-        if tuning is not None:
-            loop = replace(tuning.loop, output=str(folder / "finetune"), seed=coordinates["seed"], resume=resume)
-            # the baseline fine-tunes --init itself, at the study's pinned commit; a cell its own folder
-            base_hub = self.config.base.hub
-            hub = base_hub if model == self.config.base.init else replace(base_hub, revision=None)
-            tuned = finetune(replace(tuning, loop=loop, model=model, hub=hub), reporter, command=command)
-            result["finetune"] = {"steps": tuned.steps, "metric": tuned.metric, **tuned.final.metrics()}
-        return result
+        if coordinates.get("role") == "finetune":
+            assert loaded is not None  # load() reads the data whenever the plan has fine-tuning cells
+            return self._finetune(coordinates, folder, reporter, loaded, resume=resume, command=command)
+        if coordinates["strategy"] is None:
+            baseline_model(self.config.base, coordinates["seed"], folder / UNTRAINED)
+            return {"role": "baseline", **coordinates}
+        run = cell_config(self.config.base, coordinates, folder / "pretrain", resume=resume)
+        run = replace(run, loop=replace(run.loop, snapshots=self.config.snapshots))
+        trained = pretrain(run, reporter, command=command)
+        return {"role": "pretrain", **coordinates, **_pretrain_result(folder / "pretrain", trained.steps, trained.tokens)}
+
+    def _finetune(
+        self, where: Coordinates, folder: Path, reporter: Reporter, data: CompareData, *, resume: bool, command: str | None
+    ) -> dict[str, Any]:
+        from tokenmask.recipes.finetune import BEST_FOLDER
+        from tokenmask.train.runs import CHECKPOINTS
+
+        base, downstream = self.config.base, self.config.downstream
+        baseline = baseline_model(base, where["pretrain_seed"], self.config.output / "cells" / where["source"] / UNTRAINED)
+        model, tokens = source_model(self.config.output, where, baseline)
+        # --init itself is fine-tuned at the study's pinned commit; a cell's model is a folder
+        hub = base.hub if model == base.init else replace(base.hub, revision=None)
+        tuning = downstream.finetune_config(base)
+        loop = replace(tuning.loop, output=str(folder), seed=where["seed"], resume=resume)
+        run = replace(tuning, loop=loop, model=model, hub=hub, augment_rate=where["augment"])
+        keep = ("model", BEST_FOLDER, CHECKPOINTS) if downstream.keep_models else ("model",)
+        size = None if where["size"] == "all" else int(where["size"])
+        scored = tune_and_score(
+            run, data, reporter, size=size, corruptions=downstream.corruption_sets, keep=keep, command=command
+        )
+        del scored["config"]  # the plan holds every run's settings; the cell, what differs
+        return {**where, "pretrain_tokens": tokens, **scored}
 
     def finished_line(self, result: Mapping[str, Any]) -> str:
-        """``done in 3.1 min; fixed-mask accuracy 0.1234 (own masks 0.1100); fine-tuned accuracy 0.7100``."""
+        """``done in 3.1 min; fixed-mask accuracy 0.1234 (own masks 0.1100)`` or ``done in 0.9 min; macro_f1 0.7100``."""
         parts = [f"done in {result['minutes']:.1f} min"]
         if result.get("common"):
             own = f" (own masks {result['own']['accuracy']:.4f})" if result.get("own") else ""
             parts.append(f"fixed-mask accuracy {result['common']['accuracy']:.4f}{own}")
-        if result.get("finetune"):
-            parts.append(f"fine-tuned accuracy {result['finetune']['accuracy']:.4f}")
+        if result.get("scores"):
+            metric = self.primary_metric
+            parts.append(f"held-out {metric} {result['scores'][CLEAN][metric]:.4f}")
         return "; ".join(parts)
 
+    @property
+    def primary_metric(self) -> str:
+        """What the verdict and the best model go by: macro-F1, or entity F1 for token labelling."""
+        return "span_f1" if self.config.downstream.tuning.task == "tokens" else "macro_f1"
+
     def summary(self, finished: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """How every cell is scored (the report's tables are built from the cells themselves)."""
+        """How every cell is scored; with fine-tuning, the downstream numbers and (once every cell
+        finished) the best fine-tuned model."""
         base = self.config.base
-        return {
+        summary: dict[str, Any] = {
             "evaluation": {
                 "masking": "token-level 80/10/10",
                 "mlm_probability": base.eval_mlm_probability,
                 "blocks": base.eval_blocks,
             }
         }
+        if not self.config.downstream.enabled:
+            return summary
+        from tokenmask.experiments.downstream_stats import summarize_downstream
+
+        metrics = SCORED_METRICS[self.config.downstream.tuning.task]
+        done = {cell["name"]: cell for cell in finished}  # pending cells too: which seeds the baseline has
+        every = [done.get(cell.name) or {**cell.describe(), "status": "pending"} for cell in self.cells()]
+        summary["downstream"] = summarize_downstream(every, metrics=metrics, primary=self.primary_metric)
+        tuned = [cell for cell in finished if cell.get("role") == "finetune"]
+        if tuned and len(finished) == len(self.cells()):
+            summary["best_model"] = best_model(tuned, self.primary_metric)
+        return summary
 
 
 def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, command: str | None = None) -> dict[str, Any]:
@@ -252,6 +334,8 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
     config = replace(config, base=pin_revision(config.base)[0])  # every cell starts from the same Hub commit
     run = SweepRun(config.output, resume=config.base.loop.resume, jobs=config.jobs)
     study = run_sweep(StudyExperiment(config), run, reporter, command=command)
+    if study.get("best_model"):
+        keep_best_model(config.output, study, keep_others=config.downstream.keep_models)
     write_study_report(config.output)
     return study
 

@@ -65,6 +65,9 @@ def run_sweep(
     write_settings(output / SETTINGS_FILE, experiment.settings())
     pending = [cell for cell in cells if cell.name not in results]
     try:
+        forecast = experiment.forecast(loaded, pending, output) if pending else ""
+        if forecast:
+            reporter.message(forecast)
         run_cells(experiment, run, pending, cells, reporter, loaded=loaded, command=command, on_result=record.add)
     except (ValueError, OSError):
         if fresh and not results:  # bad input (a corpus path, a tokenizer): the corrected command needs no --resume

@@ -1,0 +1,374 @@
+"""The answer on the user's own task: a study's fine-tuned scores, paired comparisons, and the verdict in words.
+
+Pure Python over the fine-tuning cells of ``study.json`` (``"role": "finetune"``; no torch, no
+model). :func:`summarize_downstream` compares every fine-tuned (point, fraction, augmentation)
+seed by seed with what it should beat, using :class:`~tokenmask.experiments.compare_stats.Paired`
+(mean difference and 95% t interval): the checkpoint fine-tuned directly (the baseline), the
+same model fine-tuned without augmentation, token masking at the same rate. :func:`verdict`
+says what those numbers show, and nothing they do not.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from tokenmask.experiments.compare_stats import CLEAN, Paired
+
+FINETUNE = "finetune"
+"""The role of a fine-tuning cell in ``study.json`` (source cells are ``pretrain`` or ``baseline``)."""
+NARROW = 0.015
+"""An interval is *narrow* when its half-width is at most 1.5 points of a 0–1 metric: one that
+holds 0 and is narrow shows no difference worth having; a wider one that holds 0 cannot tell."""
+BETTER, WORSE, NULL, WIDE, ONE_SEED = "better", "worse", "no measurable difference", "too wide to tell", "one seed"
+"""What a paired difference shows (:func:`judge`)."""
+
+_STRATEGY_WORDS = {"token": "token masking", "whole_word": "whole-word masking", "span": "span masking",
+                   "ngram": "n-gram masking", "pmi": "PMI masking", "terms": "term masking", "given": "given-span masking"}  # fmt: skip
+_METRIC_WORDS = {"accuracy": "accuracy", "macro_f1": "macro-F1", "span_f1": "span-F1"}
+_DIRECT = "the checkpoint fine-tuned directly"
+Group = tuple[str, float, float]
+"""What a row is about: (point, pre-training fraction, augmentation rate)."""
+Runs = dict[tuple[int, int], Mapping[str, Any]]
+"""A group's finished cells by (pre-training seed, fine-tuning seed)."""
+
+
+def judge(paired: Paired) -> str:
+    """What a difference shows: :data:`BETTER` / :data:`WORSE` (the interval excludes 0), :data:`NULL`
+    (it holds 0 and is :data:`NARROW`), :data:`WIDE` (it holds 0 and is wider), :data:`ONE_SEED`.
+
+    ``judge(Paired.of([0.02, 0.03, 0.04]))  ->  "better"`` (interval [0.0052, 0.0548]).
+    """
+    if paired.low is None or paired.high is None:
+        return ONE_SEED
+    if not paired.within_noise:
+        return BETTER if paired.mean > 0 else WORSE
+    return NULL if (paired.high - paired.low) / 2 <= NARROW else WIDE
+
+
+def size_order(size: str) -> tuple[int, float]:
+    """Label budgets from smallest to all: ``sorted(["all", "300", "100"], key=size_order) -> ["100", "300", "all"]``."""
+    return (0, float(size)) if size.isdigit() else (1, 0.0)
+
+
+def summarize_downstream(cells: Sequence[Mapping[str, Any]], *, metrics: Sequence[str], primary: str) -> dict[str, Any]:
+    """The study's downstream numbers, JSON-ready, from its finished fine-tuning cells (other roles
+    and pending cells are left out).
+
+    Keys: ``metrics``, ``primary``, ``narrow`` (:data:`NARROW`), ``sizes`` (smallest first),
+    ``sets`` (clean first), ``points`` (point -> its ``strategy``, ``rate``, ``rate_end``,
+    ``corruption``; all None for the baseline), and four lists of rows:
+
+    - ``against_baseline``: per (size, set, metric), one row per (point, fraction, augment);
+      paired with the baseline cell of the same size, augment 0 and fine-tuning seed (and
+      pre-training seed, where the baseline differs per pre-training seed); the baseline's own
+      row at augment 0 has no ``against``.
+    - ``augmentation``: each augment > 0 against the same (point, fraction) at augment 0.
+    - ``masking``: each strategy's point against the ``token`` point of the same rate, rate end
+      and corruption, at the same fraction and augment.
+    - ``curve``: per (size, pre-trained point, metric) on the clean set at augment 0, the
+      ``fractions`` from 0 (the baseline) up, each with ``pretrain_tokens``, ``n``, ``mean``,
+      ``sd`` and ``paired`` (against the baseline).
+
+    A row: ``size, set, metric, point, fraction, augment, pretrain_tokens`` (mean over runs),
+    ``runs`` (``[pretrain_seed, seed]`` pairs), ``values``, ``mean``, ``sd``, ``against``
+    (``{"point", "fraction", "augment"}`` compared with, or None) and ``paired`` (``n, mean, sd,
+    low, high, within_noise, half_width, narrow, verdict``; None with no shared run). With
+    differences 0.02, 0.03, 0.04: mean 0.03, sd 0.01, half-width 4.303 × 0.01 / √3 = 0.0248.
+
+    Pass every cell of the record, pending ones too: whether the baseline differs per
+    pre-training seed is read from all its cells, so a partial record never pairs pre-training
+    seed 1 with the baseline of seed 0 while seed 1's baseline is still running.
+
+    Raises:
+        ValueError: ``primary`` not among ``metrics``.
+    """
+    if primary not in metrics:
+        raise ValueError(f"the primary metric {primary!r} is not among the metrics {list(metrics)}")
+    tuning = [cell for cell in cells if cell.get("role") == FINETUNE]
+    points = {c["point"]: {k: c.get(k) for k in ("strategy", "rate", "rate_end", "corruption")} for c in tuning}
+    order = {point: index for index, point in enumerate(points)}
+    finished = [cell for cell in tuning if cell.get("status") != "pending" and cell.get("scores")]
+    by_size: dict[str, dict[Group, Runs]] = {}
+    for cell in finished:
+        runs = by_size.setdefault(str(cell["size"]), {}).setdefault(_group(cell), {})
+        runs[int(cell["pretrain_seed"]), int(cell["seed"])] = cell
+    sizes = sorted(by_size, key=size_order)
+    sets = sorted(dict.fromkeys(name for cell in finished for name in cell["scores"]), key=lambda name: name != CLEAN)
+    # pending cells count here: a partial record must not pair pre-training seed 1 with the baseline of seed 0
+    baselines = {cell.get("pretrain_seed") for cell in tuning if points[cell["point"]]["strategy"] is None}
+    baseline_key: Callable[[tuple[int, int]], Hashable] = _same_runs if len(baselines) > 1 else _fine_tuning_seed
+    against_baseline, augmentation, masking = [], [], []
+    for size in sizes:
+        groups = by_size[size]
+        base = next((g for g in groups if points[g[0]]["strategy"] is None and g[2] == 0.0), None)
+        ordered = sorted(groups, key=lambda g: (points[g[0]]["strategy"] is not None, order[g[0]], g[1], g[2]))  # baseline first
+        for name in sets:
+            for metric in metrics:
+                row = _rows_maker(size, name, metric, groups)
+                for group in ordered:
+                    against_baseline.append(row(group, None if group == base else base, baseline_key))
+                    if group[2] > 0.0 and (group[0], group[1], 0.0) in groups:
+                        augmentation.append(row(group, (group[0], group[1], 0.0), _same_runs))
+                    token = _token_point(points, group[0])
+                    if token is not None and (token, group[1], group[2]) in groups:
+                        masking.append(row(group, (token, group[1], group[2]), _same_runs))
+    against_baseline, augmentation, masking = (
+        [r for r in rows if r["values"]] for rows in (against_baseline, augmentation, masking)
+    )
+    summary = {"metrics": list(metrics), "primary": primary, "narrow": NARROW, "sizes": sizes, "sets": sets, "points": points}
+    return summary | {"against_baseline": against_baseline, "augmentation": augmentation, "masking": masking,
+                      "curve": _curve(against_baseline, points, metrics)}  # fmt: skip
+
+
+def _group(cell: Mapping[str, Any]) -> Group:
+    return (str(cell["point"]), float(cell.get("fraction") or 0.0), float(cell.get("augment") or 0.0))
+
+
+def _same_runs(key: tuple[int, int]) -> Hashable:
+    """Pair on (pre-training seed, fine-tuning seed)."""
+    return key
+
+
+def _fine_tuning_seed(key: tuple[int, int]) -> Hashable:
+    """Pair on the fine-tuning seed alone (one baseline for every pre-training seed)."""
+    return key[1]
+
+
+def _token_point(points: Mapping[str, Mapping[str, Any]], point: str) -> str | None:
+    """The ``token`` point of the same rate, rate end and corruption as ``point`` (None for token itself or the baseline)."""
+    own = points[point]
+    if own["strategy"] in (None, "token"):
+        return None
+    same = ("rate", "rate_end", "corruption")
+    return next((p for p, c in points.items() if c["strategy"] == "token" and all(c[k] == own[k] for k in same)), None)
+
+
+def _rows_maker(
+    size: str, name: str, metric: str, groups: Mapping[Group, Runs]
+) -> Callable[[Group, Group | None, Callable[[tuple[int, int]], Hashable]], dict[str, Any]]:
+    """A row builder for one (size, set, metric): ``row(group, reference, pair_on)`` pairs the runs
+    of ``group`` with those of ``reference`` whose ``pair_on(key)`` is the same."""
+
+    def score(cell: Mapping[str, Any]) -> float | None:
+        value = (cell["scores"].get(name) or {}).get(metric)
+        return None if value is None else float(value)
+
+    def row(group: Group, reference: Group | None, pair_on: Callable[[tuple[int, int]], Hashable]) -> dict[str, Any]:
+        runs = {key: score(cell) for key, cell in sorted(groups[group].items())}
+        values = {key: value for key, value in runs.items() if value is not None}
+        paired = None
+        if reference is not None:
+            others = {pair_on(key): score(cell) for key, cell in groups[reference].items()}
+            differences = [v - o for k, v in values.items() if (o := others.get(pair_on(k))) is not None]
+            paired = _paired(Paired.of(differences)) if differences else None
+        tokens = [float(cell.get("pretrain_tokens") or 0) for cell in groups[group].values()]
+        return {
+            "size": size, "set": name, "metric": metric, "point": group[0], "fraction": group[1], "augment": group[2],
+            "pretrain_tokens": statistics.fmean(tokens), "runs": [list(key) for key in values],
+            "values": list(values.values()), **_spread(list(values.values())),
+            "against": None if reference is None else dict(zip(("point", "fraction", "augment"), reference)), "paired": paired,
+        }  # fmt: skip
+
+    return row
+
+
+def _spread(values: Sequence[float]) -> dict[str, float | None]:
+    """``{"mean": 0.7, "sd": 0.01}`` (sd 0 for one value; both None for none)."""
+    if not values:
+        return {"mean": None, "sd": None}
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def _paired(paired: Paired) -> dict[str, Any]:
+    half = None if paired.low is None or paired.high is None else (paired.high - paired.low) / 2
+    narrow = None if half is None else half <= NARROW
+    return asdict(paired) | {"within_noise": paired.within_noise, "half_width": half, "narrow": narrow, "verdict": judge(paired)}
+
+
+def _curve(
+    rows: Sequence[Mapping[str, Any]], points: Mapping[str, Mapping[str, Any]], metrics: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Per (size, pre-trained point, metric): its clean rows at augment 0 by fraction, the baseline's at 0."""
+    clean = [r for r in rows if r["set"] == CLEAN and r["augment"] == 0.0]
+    curves = []
+    for size in dict.fromkeys(r["size"] for r in clean):
+        base = {r["metric"]: r for r in clean if r["size"] == size and points[r["point"]]["strategy"] is None}
+        for point in dict.fromkeys(r["point"] for r in clean if r["size"] == size and points[r["point"]]["strategy"]):
+            for metric in metrics:
+                steps = sorted((r for r in clean if (r["size"], r["point"], r["metric"]) == (size, point, metric)),
+                               key=lambda r: r["fraction"])  # fmt: skip
+                steps = ([base[metric]] if metric in base else []) + steps
+                fractions = [{key: r[key] for key in ("fraction", "pretrain_tokens", "mean", "sd", "paired")} | {"n": len(r["values"])}
+                             for r in steps]  # fmt: skip
+                curves.append({"size": size, "point": point, "metric": metric, "fractions": fractions})
+    return curves
+
+
+# ---- the verdict in words -----------------------------------------------------------------
+
+
+def verdict(summary: Mapping[str, Any]) -> list[str]:
+    """What the numbers show, in sentences, on the clean set and the primary metric: one per label
+    budget (smallest first: the best continued pre-training at augment 0 against the baseline),
+    then one on masking against token masking, one on augmentation, one on the curve (each where
+    the study has it). Differences are in points (100 × the difference, one decimal).
+
+    ``"At 300 labels, continued pre-training with whole-word masking at 0.15 for 1.0M tokens raised
+    macro-F1 by 3.1 points [1.2, 5.0] over the checkpoint fine-tuned directly (3 seeds)."``
+    """
+    primary, points = summary["primary"], summary["points"]
+    mine = [r for r in summary["against_baseline"] if r["set"] == CLEAN and r["metric"] == primary]
+    sentences = []
+    for size in summary["sizes"]:
+        tuned = [r for r in mine if r["size"] == size and points[r["point"]]["strategy"] and r["augment"] == 0.0]
+        paired = [r for r in tuned if r["paired"]]
+        if paired:
+            sentences.append(_budget_sentence(max(paired, key=lambda r: r["paired"]["mean"]), points, primary))
+        elif tuned:
+            sentences.append(f"{_at(size)}, no continued pre-training run has a finished baseline run to pair with yet.")
+    sentences += [s for s in (_masking_sentence(summary), _augmentation_sentence(summary), _curve_sentence(summary)) if s]
+    return sentences
+
+
+def describe_point(coordinates: Mapping[str, Any]) -> str:
+    """A grid point in words: ``whole-word masking at 0.15``, ``span masking at 0.3 falling to 0.15 (mask-only)``."""
+    strategy = coordinates.get("strategy")
+    if strategy is None:
+        return "the checkpoint itself"
+    words = f"{_STRATEGY_WORDS.get(strategy, strategy.replace('_', ' ') + ' masking')} at {coordinates['rate']:g}"
+    end = coordinates.get("rate_end")
+    if end is not None:
+        words += f" {'falling' if end < coordinates['rate'] else 'rising'} to {end:g}"
+    corruption = coordinates.get("corruption")
+    return words + (f" ({corruption})" if corruption not in (None, "bert") else "")
+
+
+def metric_words(metric: str) -> str:
+    """``metric_words("macro_f1") -> "macro-F1"``, ``metric_words("span_f1") -> "span-F1"``."""
+    return _METRIC_WORDS.get(metric, metric)
+
+
+def in_points(difference: float, *, sign: bool = True) -> str:
+    """A 0–1 difference in points, one decimal, a true minus: ``in_points(-0.0062) -> "−0.6"``,
+    ``in_points(0.031) -> "+3.1"``, ``in_points(0.031, sign=False) -> "3.1"``, ``in_points(-0.0001) -> "0.0"``."""
+    if round(100 * difference, 1) == 0:
+        return "0.0"
+    return (f"{100 * difference:+.1f}" if sign else f"{100 * difference:.1f}").replace("-", "−")
+
+
+def interval(paired: Mapping[str, Any], *, unit: str = " points") -> str:
+    """A paired difference (a ``paired`` of :func:`summarize_downstream`) in points: ``"+0.4 points [−0.6, 1.4]"``,
+    ``"+2.0 points (1 seed: no interval)"``; with ``unit=""`` (a table's cell) ``"+0.4 [−0.6, 1.4]"``."""
+    mean = in_points(paired["mean"]) + unit
+    if paired["low"] is None:
+        return f"{mean} ({paired['n']} seed: no interval)"
+    return f"{mean} [{in_points(paired['low'], sign=False)}, {in_points(paired['high'], sign=False)}]"
+
+
+def tokens(count: float) -> str:
+    """``tokens(1_000_000) -> "1.0M"``, ``tokens(250_000) -> "250k"``, ``tokens(900) -> "900"``."""
+    if count >= 1e9:
+        return f"{count / 1e9:.1f}B"
+    if count >= 1e6:
+        return f"{count / 1e6:.1f}M"
+    return f"{count / 1e3:.0f}k" if count >= 1e3 else f"{count:.0f}"
+
+
+def _at(size: str) -> str:
+    return "With all labels" if size == "all" else f"At {size} labels"
+
+
+def _with(size: str) -> str:
+    return "with all labels" if size == "all" else f"with {size} labels"
+
+
+def _runs(row: Mapping[str, Any]) -> str:
+    """``3 seeds``; ``6 runs over 2 pre-training seeds``."""
+    n, sources = row["paired"]["n"], len({ps for ps, _ in row["runs"]})
+    return f"{n} runs over {sources} pre-training seeds" if sources > 1 else f"{n} seed{'s' * (n != 1)}"
+
+
+def _budget_sentence(row: Mapping[str, Any], points_: Mapping[str, Any], metric: str) -> str:
+    paired, name = row["paired"], metric_words(metric)
+    what = f"{describe_point(points_[row['point']])} for {tokens(row['pretrain_tokens'])} tokens"
+    at, verdict_ = _at(row["size"]), paired["verdict"]
+    if verdict_ == BETTER:
+        low, high = in_points(paired["low"], sign=False), in_points(paired["high"], sign=False)
+        return f"{at}, continued pre-training with {what} raised {name} by {in_points(paired['mean'], sign=False)} points [{low}, {high}] over {_DIRECT} ({_runs(row)})."
+    if verdict_ == WORSE:
+        low, high = in_points(-paired["high"], sign=False), in_points(-paired["low"], sign=False)
+        return (f"{at}, no continued pre-training helped: the best, {what}, lowered {name} by "
+                f"{in_points(-paired['mean'], sign=False)} points [{low}, {high}] against {_DIRECT} ({_runs(row)}).")  # fmt: skip
+    best = f"{at}, the best continued pre-training ({what})"
+    if verdict_ == NULL:
+        return f"{best} made no measurable difference to {name} over {_DIRECT}: {interval(paired)} ({_runs(row)})."
+    if verdict_ == WIDE:
+        return (f"{best} cannot be told apart from {_DIRECT} on {name}: {interval(paired)} ({_runs(row)}), an interval too "
+                f"wide to tell (±{in_points(paired['half_width'], sign=False)} points, more than ±{in_points(NARROW, sign=False)}); "
+                "more seeds would narrow it.")  # fmt: skip
+    return (f"{best} changed {name} by {in_points(paired['mean'])} points over {_DIRECT} on 1 seed: no interval, so it may be "
+            "noise; more seeds would tell.")  # fmt: skip
+
+
+def _tally(rows: Sequence[Mapping[str, Any]], name: Callable[[Mapping[str, Any]], str]) -> str:
+    """``4 comparisons: 1 better, 3 no measurable difference; the largest measurable: X, +1.2 points [0.3, 2.1]``."""
+    judged = [r for r in rows if r["paired"]]
+    counts = [(sum(r["paired"]["verdict"] == v for r in judged), v) for v in (BETTER, WORSE, NULL, WIDE, ONE_SEED)]
+    text = f"{len(judged)} comparison{'s' * (len(judged) != 1)}: " + ", ".join(f"{n} {v}" for n, v in counts if n)
+    measurable = [r for r in judged if r["paired"]["verdict"] in (BETTER, WORSE)]
+    if measurable:
+        largest = max(measurable, key=lambda r: abs(r["paired"]["mean"]))
+        text += f"; the largest measurable: {name(largest)}, {interval(largest['paired'])}"
+    return text
+
+
+def _masking_sentence(summary: Mapping[str, Any]) -> str | None:
+    primary, points_ = summary["primary"], summary["points"]
+    rows = [r for r in summary["masking"] if r["set"] == CLEAN and r["metric"] == primary and r["augment"] == 0.0 and r["paired"]]
+    if not rows:
+        return None
+    fraction = max(r["fraction"] for r in rows)
+    budget = "full pre-training" if fraction == 1.0 else f"{fraction:g} of the pre-training budget"
+    rows = [r for r in rows if r["fraction"] == fraction]
+    tally = _tally(rows, lambda r: f"{describe_point(points_[r['point']])} {_with(r['size'])}")
+    return f"Against token masking at the same rate ({metric_words(primary)}, clean set, {budget}, no augmentation), {tally}."
+
+
+def _augmentation_sentence(summary: Mapping[str, Any]) -> str | None:
+    primary, points_ = summary["primary"], summary["points"]
+    rows = [r for r in summary["augmentation"] if r["metric"] == primary and r["paired"]]
+    clean = [r for r in rows if r["set"] == CLEAN]
+    if not clean:
+        return None
+
+    def name(r: Mapping[str, Any]) -> str:
+        on = f" on {r['set']}" if r["set"] != CLEAN else ""
+        return f"augmentation at {r['augment']:g} after {describe_point(points_[r['point']])} {_with(r['size'])}{on}"
+
+    text = f"[MASK] augmentation while fine-tuning, against none ({metric_words(primary)}, clean set), {_tally(clean, name)}."
+    smallest = summary["sizes"][0]
+    corrupted = [r for r in rows if r["set"] != CLEAN and r["size"] == smallest]
+    if corrupted:
+        text += f" On the corrupted sets {_with(smallest)}, {_tally(corrupted, name)}."
+    return text
+
+
+def _curve_sentence(summary: Mapping[str, Any]) -> str | None:
+    primary, points_ = summary["primary"], summary["points"]
+    curves = [c for c in summary["curve"] if c["metric"] == primary and sum(f["fraction"] > 0 for f in c["fractions"]) > 1]
+    if not curves:
+        return None
+    parts = []
+    for size in dict.fromkeys(c["size"] for c in curves):
+        gains = [(f["pretrain_tokens"], f, c["point"]) for c in curves if c["size"] == size for f in c["fractions"]
+                 if f["fraction"] > 0 and f["paired"] and f["paired"]["verdict"] == BETTER]  # fmt: skip
+        if not gains:
+            parts.append(f"{_with(size)} no checkpoint on it is measurably better than {_DIRECT}")
+            continue
+        count, first, point = min(gains, key=lambda g: g[0])
+        parts.append(f"{_with(size)} a measurable gain first appears after {tokens(count)} tokens "
+                     f"({describe_point(points_[point])}: {interval(first['paired'])})")  # fmt: skip
+    return f"Along the pre-training curve ({metric_words(primary)}, clean set, no augmentation): " + "; ".join(parts) + "."

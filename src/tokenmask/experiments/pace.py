@@ -1,0 +1,170 @@
+"""How long a study will take, before it starts: a few real steps of each kind of run, timed, then arithmetic.
+
+:func:`measure_pace` runs a short pre-training (the study's first cell, a few steps) and a short
+fine-tuning (the starting model on a few examples) in a temporary folder, through the same
+recipes the cells use, and reads their ``metrics.jsonl``: seconds per step, seconds per
+evaluation, and the rest (loading, saving) per run. :func:`cell_seconds` turns a
+:class:`Pace` into each pending cell's time; nothing here guesses a speed it did not measure.
+The numbers are for this machine, now: a busy machine measures slower.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tokenmask.experiments.plan import Cell
+
+if TYPE_CHECKING:
+    from tokenmask.experiments.compare_data import CompareData
+    from tokenmask.experiments.study import StudyConfig
+    from tokenmask.train.config import LoopConfig
+
+PACE_FILE = "pace.json"
+"""OUTPUT/pace.json: the pace measured when the study first started (a resumed study reuses it)."""
+
+PROBE_STEPS = 6
+"""Steps of each probe run: the first (with its evaluation) is set apart, the other 5 give the pace."""
+
+
+@dataclass(frozen=True)
+class RunPace:
+    """One kind of run, measured: ``step`` seconds per optimizer step and ``tokens`` per step,
+    ``evaluation`` seconds per evaluation, ``rest`` seconds of everything else in a run (start, save)."""
+
+    step: float
+    tokens: float
+    evaluation: float
+    rest: float
+
+    @classmethod
+    def of(cls, records: Sequence[Mapping[str, Any]], wall: float) -> RunPace:
+        """From a probe run's ``metrics.jsonl`` records and its wall time in seconds.
+
+        Step records carry ``seconds`` since the start, the first evaluation included. Steps 1
+        and 6 at 4.0 s and 6.5 s, tokens 100 and 600, wall 9.0 s: a step takes 0.5 s (100
+        tokens), the first evaluation 4.0 − 0.5 = 3.5 s, and the rest 9.0 − 6.5 − 3.5 = −1.0,
+        counted as 0 (the final evaluation is taken as long as the first).
+        """
+        steps = [r for r in records if "loss" in r and "seconds" in r]
+        first, last = steps[0], steps[-1]
+        count = max(1, last["step"] - first["step"])
+        step = (last["seconds"] - first["seconds"]) / count
+        tokens = (last["tokens"] - first["tokens"]) / count
+        evaluation = max(0.0, first["seconds"] - step)
+        rest = max(0.0, wall - last["seconds"] - evaluation)
+        return cls(step=step, tokens=tokens, evaluation=evaluation, rest=rest)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The measured pace of a study's two kinds of run (``pretrain`` None when it has no pre-training to run)."""
+
+    pretrain: RunPace | None
+    finetune: RunPace | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pretrain": _as_dict(self.pretrain), "finetune": _as_dict(self.finetune)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Pace:
+        return cls(*(RunPace(**data[kind]) if data.get(kind) else None for kind in ("pretrain", "finetune")))
+
+
+def _as_dict(pace: RunPace | None) -> dict[str, float] | None:
+    return asdict(pace) if pace is not None else None
+
+
+def cell_seconds(cell: Cell, config: StudyConfig, pace: Pace) -> float:
+    """The seconds ``cell`` should take at ``pace``.
+
+    A pre-training cell: its step or token limit at the measured pace, plus an evaluation at the
+    start, every ``eval_every`` steps and at the end, plus the rest; a fine-tuning cell: its
+    steps, the evaluation at its end and one per corrupted set, plus the rest; a
+    baseline cell: nothing measurable (0).
+    """
+    role = cell.coordinates.get("role")
+    if role == "finetune" and pace.finetune is not None:
+        run = pace.finetune
+        evaluations = 1 + len(config.downstream.corruption_sets)  # at the end (none at the start), and each corrupted set
+        return config.downstream.finetune_max_steps * run.step + evaluations * run.evaluation + run.rest
+    if cell.coordinates.get("strategy") is None or pace.pretrain is None:
+        return 0.0
+    run, loop = pace.pretrain, config.base.loop
+    limits = [loop.max_steps or float("inf")]
+    if loop.max_tokens is not None and run.tokens > 0:
+        limits.append(loop.max_tokens / run.tokens)
+    if loop.max_time is not None and run.step > 0:
+        limits.append(loop.max_time * 60 / run.step)
+    steps = min(limits)
+    evaluations = 2 + int(steps // loop.eval_every)
+    return steps * run.step + evaluations * run.evaluation + run.rest
+
+
+def forecast_line(cells: Sequence[Cell], config: StudyConfig, pace: Pace, *, cores: int) -> str:
+    """``"about 87 min for 39 cells (measured here: pre-training 3,100 tokens/s, fine-tuning 0.52 s a step, …)"``."""
+    seconds = sum(cell_seconds(cell, config, pace) for cell in cells)
+    measured = []
+    if pace.pretrain is not None:
+        measured.append(f"pre-training {pace.pretrain.tokens / max(pace.pretrain.step, 1e-9):,.0f} tokens/s")
+    if pace.finetune is not None:
+        measured.append(
+            f"fine-tuning {pace.finetune.step:.2f} s a step and {pace.finetune.evaluation:.0f} s an evaluation of the held-out set"
+        )
+    jobs = (
+        f"; that is one cell after another: --jobs {config.jobs} on {cores} cores takes at most about as long"
+        if config.jobs > 1
+        else ""
+    )
+    took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return f"about {took} for {len(cells)} cells (measured here: {', '.join(measured)}){jobs}"
+
+
+def measure_pace(config: StudyConfig, data: CompareData | None, cells: Sequence[Cell]) -> Pace:
+    """Time :data:`PROBE_STEPS` steps of the first pending pre-training cell's run and of a
+    fine-tuning of the starting model (on ``data``, at the first augmentation rate), each in a
+    temporary folder; the block cache it fills is the cells' own."""
+    from tokenmask.experiments.study_grid import cell_config
+    from tokenmask.recipes.pretrain import pretrain
+    from tokenmask.train.logs import read_metrics
+
+    pretraining = next((c for c in cells if c.coordinates.get("role") != "finetune" and c.coordinates["strategy"]), None)
+    with tempfile.TemporaryDirectory(prefix="tokenmask-pace-") as folder:
+        pretrain_pace = finetune_pace = None
+        if pretraining is not None:
+            run = cell_config(config.base, pretraining.coordinates, Path(folder) / "pretrain")
+            run = replace(run, loop=_probe(run.loop))
+            began = time.perf_counter()
+            pretrain(run)
+            pretrain_pace = RunPace.of(read_metrics(Path(folder) / "pretrain"), time.perf_counter() - began)
+        if data is not None and any(c.coordinates.get("role") == "finetune" for c in cells):
+            finetune_pace = _finetune_pace(config, data, Path(folder))
+    return Pace(pretrain_pace, finetune_pace)
+
+
+def _probe(loop: LoopConfig) -> LoopConfig:
+    """``loop`` for a probe: :data:`PROBE_STEPS` steps, no evaluation but the first (whose time
+    the first step's then holds, for :meth:`RunPace.of` to set apart), no checkpoint, no snapshot, no tracker."""
+    return replace(
+        loop, max_steps=PROBE_STEPS, max_tokens=None, max_time=None, eval_every=10**6, eval_at_start=True,
+        save_every=10**6, snapshots=(), report_to="none",
+    )  # fmt: skip
+
+
+def _finetune_pace(config: StudyConfig, data: CompareData, folder: Path) -> RunPace:
+    from tokenmask.experiments.study import baseline_model
+    from tokenmask.recipes.finetune import finetune
+    from tokenmask.train.logs import read_metrics
+
+    base, downstream = config.base, config.downstream
+    model = baseline_model(base, base.loop.seed, folder / "untrained")
+    tuning = downstream.finetune_config(base)
+    loop = replace(_probe(tuning.loop), output=str(folder / "finetune"), seed=base.loop.seed)
+    run = replace(tuning, loop=loop, model=model, augment_rate=downstream.augment_rates[0])
+    began = time.perf_counter()
+    finetune(run, data=data.training(PROBE_STEPS * loop.batch_size, base.loop.seed))
+    return RunPace.of(read_metrics(folder / "finetune"), time.perf_counter() - began)

@@ -1,0 +1,141 @@
+"""``tokenmask study --finetune DATA`` end to end on a tiny model: every model fine-tuned on a user's CSV at label
+budgets, seeds, augmentation rates and pre-training shares; the best model kept; killed mid-fine-tuning and resumed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_study_cli import corpus_and_tokenizer, environment, fingerprint, logged_steps, one_thread  # noqa: F401 (fixtures)
+
+from tokenmask.cli.main import main
+
+WORDS = {"good": ["great", "wonderful", "superb", "lovely"], "bad": ["awful", "dreadful", "boring", "weak"]}
+FILLER = ["the", "play", "was", "and", "a", "scene", "king", "queen"]
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """A user's labelled CSVs: 90 training and 30 held-out reviews, two labels told apart by their words."""
+    folder = tmp_path_factory.mktemp("labelled")
+    rng = random.Random(0)
+    rows = []
+    for i in range(120):
+        label = "good" if i % 2 else "bad"
+        words = rng.choices(WORDS[label], k=2) + rng.choices(FILLER, k=6)
+        rng.shuffle(words)
+        rows.append({"review": " ".join(words), "verdict": label})
+    for name, part in (("train.csv", rows[:90]), ("eval.csv", rows[90:])):
+        with (folder / name).open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, ["review", "verdict"])
+            writer.writeheader()
+            writer.writerows(part)
+    return folder / "train.csv", folder / "eval.csv"
+
+
+def downstream_argv(corpus: Path, tokenizer: Path, labelled: tuple[Path, Path], output: Path, *extra: str) -> list[str]:
+    train, held_out = labelled
+    return [
+        "study", str(corpus), "--output", str(output), "--tokenizer", str(tokenizer), "--preset", "bert-tiny",
+        "--strategies", "token", "--rates", "0.15", "--max-steps", "8", "--save-every", "4", "--eval-every", "4",
+        "--batch-size", "4", "--max-length", "32", "--cpu", "--finetune", str(train), "--finetune-eval", str(held_out),
+        "--text-column", "review", "--label-column", "verdict", "--label-budgets", "20,all", "--finetune-seeds", "2",
+        "--augment-rates", "0,0.1", "--pretrain-fractions", "0.5,1", "--finetune-max-steps", "3",
+        "--finetune-batch-size", "8", *extra,
+    ]  # fmt: skip
+
+
+def test_every_model_is_fine_tuned_on_the_users_csv_and_the_best_one_kept(
+    corpus_and_tokenizer, labelled, tmp_path, capsys, one_thread
+):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    assert main(downstream_argv(corpus, tokenizer, labelled, output)) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "train: 90 examples" in printed and "validation: 30 examples" in printed
+    assert "each model fine-tuned at 2 label budgets x 2 augmentation rates x 2 seeds, 3 steps each" in printed
+    assert "about " in printed and " for 26 cells (measured here: pre-training " in printed  # the forecast, measured first
+    study = json.loads((output / "study.json").read_text())
+    assert study["complete"] and len(study["cells"]) == 2 + 8 + 16
+    tuned = [cell for cell in study["cells"] if cell.get("role") == "finetune"]
+    for cell in tuned:
+        assert cell["steps"] == 3 and list(cell["scores"]) == ["clean", "typo-0.1", "delete-0.2", "unk-0.2"]
+        assert cell["examples"] == (20 if cell["size"] == "20" else 90)
+        assert all(0.0 <= value <= 1.0 for scores in cell["scores"].values() for value in scores.values())
+    tokens = {(c["point"], c["fraction"]): c["pretrain_tokens"] for c in tuned}
+    assert tokens == {("baseline", 0.0): 0, ("token-0.15-bert", 0.5): 4 * 4 * 32, ("token-0.15-bert", 1.0): 8 * 4 * 32}
+    snapshot = output / "cells" / "token-0.15-bert-seed0" / "pretrain" / "snapshots" / "fraction-0.5"
+    half = next(c for c in tuned if c["fraction"] == 0.5)
+    from tokenmask.experiments.downstream import finetune_folder
+
+    results = json.loads((output / finetune_folder(half) / "results.json").read_text())
+    assert results["config"]["model"] == str(snapshot) and results["config"]["augment_rate"] == half["augment"]
+    # the same seed draws the same sample, whichever model it fine-tunes: the pairs are paired
+    assert {json.loads((output / finetune_folder(c) / "results.json").read_text())["config"]["seed"] for c in tuned} == {0, 1}
+    best = study["best_model"]
+    assert best["value"] == max(c["scores"]["clean"]["macro_f1"] for c in tuned) and best["folder"] == "best-model"
+    card = (output / "best-model" / "README.md").read_text()
+    assert card.startswith("---\n") and "## How this model was chosen" in card and best["name"] in card
+    assert (output / "best-model" / "model.safetensors").exists()
+    assert not [c for c in tuned if (output / finetune_folder(c) / "model").exists()]  # only the best one stays
+    assert study["downstream"]["primary"] == "macro_f1"
+    assert (output / "report.html").exists()
+
+
+def test_a_study_killed_mid_fine_tuning_resumes_it_from_its_checkpoint(
+    corpus_and_tokenizer, labelled, tmp_path, capsys, one_thread
+):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    argv = downstream_argv(corpus, tokenizer, labelled, output, "--no-estimate", "--label-budgets", "all", "--finetune-seeds",
+                           "1", "--augment-rates", "0", "--pretrain-fractions", "1", "--finetune-max-steps", "30")  # fmt: skip
+    baseline = output / "cells" / "baseline-seed0" / "tune" / "fraction-0" / "size-all" / "augment-0" / "seed-0"
+    killed = output / "cells" / "token-0.15-bert-seed0" / "tune" / "fraction-1" / "size-all" / "augment-0" / "seed-0"
+    with (tmp_path / "killed.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tokenmask", *argv], env=environment(), stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 240
+        while logged_steps(killed) < 15 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert process.poll() is None, (tmp_path / "killed.log").read_text()
+        process.kill()  # SIGKILL: no handler, no clean-up
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert (baseline / "cell.json").exists() and not (killed / "cell.json").exists()
+    before = fingerprint(baseline)
+    assert main([*argv, "--resume"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "3 finished before, kept" in printed and printed.count("resuming from ") == 1
+    kept = {name: seen for name, seen in before.items() if not name.startswith("model/")}
+    assert fingerprint(baseline) == kept  # untouched, but for its model: only the best one stays
+    records = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, 31))  # each step once
+    assert json.loads((output / "study.json").read_text())["complete"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--finetune", "missing.csv"], "missing.csv"),
+        (["--finetune", "builtin", "--label-budgets", "0"], "label budgets must be whole numbers >= 1 or 'all'; got 0"),
+        (["--finetune", "builtin", "--robustness-sets", "typo"], "expected KIND=RATE"),
+    ],
+)
+def test_bad_fine_tuning_input_exits_2_with_one_line_and_no_study(tmp_path, capsys, extra, message, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "study"
+    assert main(["study", "--output", str(output), "--max-steps", "1", "--strategies", "token", "--no-estimate", *extra]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tokenmask study: error: ") and message in error and error.count("\n") == 1
+    assert not (output / "study.json").exists()

@@ -1,0 +1,54 @@
+"""The forecast's arithmetic: a probe run's records into a pace, a pace into each cell's seconds."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenmask.experiments.downstream import DownstreamPlan
+from tokenmask.experiments.pace import Pace, RunPace, cell_seconds, forecast_line
+from tokenmask.experiments.study import StudyConfig
+from tokenmask.experiments.study_grid import StudyGrid
+from tokenmask.recipes.config import PretrainConfig
+from tokenmask.train.config import LoopConfig
+
+
+def test_a_probe_runs_records_give_its_pace():
+    # steps 1 and 6 at 4.0 s and 6.5 s: 2.5 s over 5 steps, 0.5 s a step and 100 tokens (500 over 5);
+    # the first evaluation is step 1's time less one step, 3.5 s; the rest: 12.0 - 6.5 - 3.5 (the final evaluation) = 2.0 s
+    records = [{"step": 0, "eval_loss": 9.0}, {"step": 1, "loss": 9.0, "tokens": 100, "seconds": 4.0}]
+    records += [{"step": s, "loss": 8.0, "tokens": 100 * s, "seconds": 4.0 + 0.5 * (s - 1)} for s in range(2, 7)]
+    assert RunPace.of(records, wall=12.0) == RunPace(step=0.5, tokens=100.0, evaluation=3.5, rest=2.0)
+    assert RunPace.of(records, wall=8.0).rest == 0.0  # never below 0
+
+
+def config(**downstream) -> StudyConfig:
+    base = PretrainConfig(loop=LoopConfig(output="o", max_tokens=100_000, eval_every=250))
+    plan = DownstreamPlan(finetune=("builtin",), label_budgets=(100, 300), finetune_max_steps=150, **downstream)
+    return StudyConfig(base=base, grid=StudyGrid(("token",), (0.15,)), downstream=plan)
+
+
+PACE = Pace(pretrain=RunPace(step=0.5, tokens=1000.0, evaluation=4.0, rest=10.0), finetune=RunPace(0.4, 500.0, 8.0, 6.0))
+
+
+def test_each_cell_takes_its_steps_evaluations_and_rest_at_the_measured_pace():
+    study = config()
+    baseline, *cells = study.cells()
+    pretraining = next(c for c in cells if c.coordinates.get("role") is None)
+    tuning = next(c for c in cells if c.coordinates.get("role") == "finetune")
+    assert cell_seconds(baseline, study, PACE) == 0.0
+    # 100,000 tokens at 1,000 a step: 100 steps of 0.5 s, evaluations at 0 and the end (none at 250), 10 s besides
+    assert cell_seconds(pretraining, study, PACE) == pytest.approx(100 * 0.5 + 2 * 4.0 + 10.0)
+    # 150 steps of 0.4 s; an evaluation at the end and one per corrupted set (3 by default); 6 s besides
+    assert cell_seconds(tuning, study, PACE) == pytest.approx(150 * 0.4 + (1 + 3) * 8.0 + 6.0)
+    plain = config(robustness=False)
+    assert cell_seconds(tuning, plain, PACE) == pytest.approx(150 * 0.4 + 1 * 8.0 + 6.0)
+
+
+def test_the_forecast_sums_the_cells_and_says_what_it_measured():
+    study = config()
+    line = forecast_line(study.cells(), study, PACE, cores=2)
+    # the baseline (0 s), 1 pre-training cell of 68 s and 2 x 2 fine-tunings (of both models at 2 budgets) of 98 s: 460 s
+    assert line == (
+        "about 8 min for 6 cells (measured here: pre-training 2,000 tokens/s, fine-tuning 0.40 s a step and 8 s an "
+        "evaluation of the held-out set)"
+    )
