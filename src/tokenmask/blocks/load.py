@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tokenmask.blocks.build import build_blocks, corpus_blocks
@@ -10,7 +10,6 @@ from tokenmask.blocks.config import BlocksConfig
 from tokenmask.blocks.entry import PretrainBlocks
 from tokenmask.masking.config import UnitConfig
 from tokenmask.text.config import ReadingConfig
-from tokenmask.text.corpus import read_texts
 from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.text.streaming import DocumentStream, is_hub_name
 
@@ -63,12 +62,3 @@ def load_phrases(
         )
 
     return masking_phrases(units, tokenizer, vocabulary)
-
-
-def corpus_documents(corpus: Sequence[str], reading: ReadingConfig) -> Iterable[str]:
-    """The non-blank documents of ``corpus``, streamed, or the bundled plays (one per scene) when it is empty."""
-    if corpus and is_hub_name(corpus[0]):
-        return (text for text in DocumentStream(tuple(corpus), reading).documents() if text.strip())
-    if corpus:
-        return read_texts(corpus, **reading.keywords())
-    return shakespeare_scenes()

@@ -76,6 +76,23 @@ def cmd_pmi(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_terms(args: argparse.Namespace) -> int:
+    from tokenmask.cli.options import ShownRows
+    from tokenmask.cli.render import print_terms, progress_bar
+    from tokenmask.use.config import TermsConfig
+    from tokenmask.use.preview import find_terms
+
+    config, show = config_from(TermsConfig, args), config_from(ShownRows, args).show  # every setting checked before the work
+    with progress_bar("reading") as progress:
+        table = find_terms(config, progress=progress)
+    path = table.write(config.output)
+    if _json(args):
+        print(json.dumps({**table.to_json(), "output": str(path)}, ensure_ascii=False, indent=2))
+    else:
+        print_terms(table, path, show=show)
+    return 0
+
+
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmask.cli.render import ProgressReporter, print_fill_demo
     from tokenmask.recipes.config import PretrainConfig, pretrain_config

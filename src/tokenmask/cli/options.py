@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenmask.settings import setting
+from tokenmask.settings import check, setting
 
 
 @dataclass(frozen=True)
 class JsonOutput:
     json: bool = setting(False, help="print JSON instead of tables and text")
+
+
+@dataclass(frozen=True)
+class ShownRows:
+    show: int = setting(25, help="rows of the table printed (the file written and --json hold every one)", ge=1)
+
+    def __post_init__(self) -> None:
+        check(self)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from tokenmask.cli import commands
 from tokenmask.cli.flags import add_settings
-from tokenmask.cli.options import Demo, JsonOutput, ReplayFile
+from tokenmask.cli.options import Demo, JsonOutput, ReplayFile, ShownRows
 from tokenmask.experiments.compare import CompareConfig
 from tokenmask.experiments.study import StudyConfig
 from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS
@@ -29,6 +29,7 @@ from tokenmask.use.config import (
     MaskPreviewConfig,
     PmiTableConfig,
     SearchConfig,
+    TermsConfig,
     TokenizerTrainingConfig,
 )
 
@@ -76,6 +77,16 @@ COMMANDS: tuple[Command, ...] = (
         "log p(n-gram) / prod p(parts), half bigrams, a quarter trigrams, an eighth each 4- and 5-grams. Without "
         "CORPUS, of the bundled Shakespeare plays (one document per scene), as pretrain.",
         PmiTableConfig, (JsonOutput,), title="input",
+    ),
+    Command(
+        "terms", commands.cmd_terms,
+        "find a domain's terms: the words and phrases a corpus uses far more often than English; a --mask-terms file",
+        "Rank the words and short phrases (the corpus's PMI n-grams) of a corpus by how much more often it uses them "
+        "than general English (wordfreq's frequencies, or --background CORPUS): score = log2((f + k) / (b + k)), f and b "
+        "per million words of the corpus and the background, k the --smoothing. Terms seen fewer than --min-count times "
+        "are left out, and numbers and single characters. Writes the best --top, one per line, to --output: the file "
+        "--mask-terms reads. Without CORPUS, of the bundled Shakespeare plays (one document per scene).",
+        TermsConfig, (ShownRows, JsonOutput), title="input",
     ),
     Command(
         "pretrain", commands.cmd_pretrain,
@@ -138,13 +149,18 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "study", commands.cmd_study,
-        "which masking pays: pre-train a grid of strategies x rates x corruptions, scored on the same masks",
+        "which masking pays: pre-train a grid of strategies x rates x corruptions, scored on the same masks and, "
+        "with --finetune DATA, on your own task",
         "Pre-train one run per cell of the grid (strategies x rates x corruptions [x rate schedules] x seeds), each in "
         "OUTPUT/cells/NAME with the same settings, budget and seeds, and score every cell on the same fixed token-level "
-        "80/10/10 masks (its own-masking score beside). With --finetune, also fine-tune each cell's model, and the same "
-        "model untrained, on the built-in Rotten Tomatoes snippets. Writes OUTPUT/study.json, OUTPUT/report.html and "
-        "plots, and OUTPUT/config.yaml, which --config replays; --resume continues a stopped study without redoing "
-        f"finished cells. Without a limit, each cell stops at {DEFAULT_CELL_TOKENS:,} training tokens.",
+        "80/10/10 masks (its own-masking score beside). With --finetune DATA (your labelled CSV/JSONL, or builtin), "
+        "fine-tune every model, and the starting model itself (the baseline), at each --label-budgets x "
+        "--augment-rates x --finetune-seeds [x --pretrain-fractions], score them on the held-out set and its corrupted "
+        "copies, and report each against the baseline with paired 95% intervals and a verdict in words; the best "
+        "fine-tuned model is kept in OUTPUT/best-model. Says how long it will take before it starts. Writes "
+        "OUTPUT/study.json, OUTPUT/report.html and plots, and OUTPUT/config.yaml, which --config replays; --resume "
+        "continues a stopped study without redoing finished cells. Without a limit, each cell stops at "
+        f"{DEFAULT_CELL_TOKENS:,} training tokens.",
         StudyConfig, (ReplayFile,), title="the study",
     ),
     Command(

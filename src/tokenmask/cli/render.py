@@ -1,10 +1,11 @@
-"""What the commands print: masked examples, masking audits, PMI tables, training progress, the fill demo (rich)."""
+"""What the commands print: masked examples, masking audits, PMI and term tables, training progress, the fill demo (rich)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -12,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenmask.use.audit import Estimate, MaskingAudit
-from tokenmask.use.preview import PmiVocabulary
+from tokenmask.use.preview import PmiVocabulary, TermTable
 
 _STYLES = {"mask": "bold white on red", "random": "bold black on yellow", "keep": "bold black on green"}
 
@@ -125,6 +126,23 @@ def print_pmi(vocabulary: PmiVocabulary, *, top: int, console: Console | None = 
         for entry in entries[:top]:
             table.add_row(" ".join(entry.words), f"{entry.count:,}", f"{entry.pmi:.2f}")
         console.print(table)
+
+
+def print_terms(table: TermTable, path: Path, *, show: int, console: Console | None = None) -> None:
+    """The best ``show`` terms with their counts, both frequencies and scores; where the file is."""
+    console = console or Console(highlight=False)
+    console.print(
+        f"{len(table.entries):,} terms of {table.words:,} words (each seen at least {table.min_count} times), "
+        f"against {table.background}" + (f" ({table.background_words:,} words)" if table.background_words else ""),
+        soft_wrap=True,
+    )
+    shown = Table(title=f"the best {min(show, len(table.entries)):,}")
+    for column in ("term", "count", "per million", "background per million", "score"):
+        shown.add_column(column, no_wrap=True, justify="left" if column == "term" else "right")
+    for e in table.entries[:show]:
+        shown.add_row(e.text, f"{e.count:,}", f"{e.per_million:,.1f}", f"{e.background_per_million:,.2f}", f"{e.score:.2f}")
+    console.print(shown)
+    console.print(f"wrote {len(table.entries):,} terms to {path}, best first: mask them with --mask-terms {path}", soft_wrap=True)
 
 
 class ProgressReporter:

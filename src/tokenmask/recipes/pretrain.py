@@ -98,7 +98,7 @@ def demo_lines(config: PretrainConfig, count: int = 6) -> list[str]:
     """Up to ``count`` sentences of 6-14 words, one from each of the corpus's held-out documents, for
     a fill-mask demo of the trained model (:func:`~tokenmask.blocks.build.held_out_lines`)."""
     from tokenmask.blocks.build import held_out_lines
-    from tokenmask.blocks.load import corpus_documents
+    from tokenmask.text.streaming import corpus_documents
 
     return held_out_lines(corpus_documents(config.corpus, config.reading), config.blocks.validation_share, count)
 

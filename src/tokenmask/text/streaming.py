@@ -10,12 +10,12 @@ of the world size, else every world-th document.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tokenmask.text.config import ReadingConfig
-from tokenmask.text.corpus import expand_paths, read_documents
+from tokenmask.text.corpus import expand_paths, read_documents, read_texts
 
 if TYPE_CHECKING:
     from datasets import IterableDataset
@@ -132,3 +132,14 @@ def _text(value: Any, field: str, where: str) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{where}: the {field!r} field holds {type(value).__name__}, not text (--text-field)")
     return value
+
+
+def corpus_documents(corpus: Sequence[str], reading: ReadingConfig) -> Iterable[str]:
+    """The non-blank documents of ``corpus``, streamed, or the bundled plays (one per scene, a list) when it is empty."""
+    from tokenmask.text.resources import shakespeare_scenes
+
+    if corpus and is_hub_name(corpus[0]):
+        return (text for text in DocumentStream(tuple(corpus), reading).documents() if text.strip())
+    if corpus:
+        return read_texts(corpus, **reading.keywords())
+    return shakespeare_scenes()

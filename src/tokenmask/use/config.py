@@ -1,7 +1,8 @@
 """Settings of what uses a model or the masking without training: one frozen dataclass per command.
 
 ``tokenmask mask``, ``stats``, ``pmi``, ``evaluate``, ``fill``, ``embed``, ``search`` and
-``tokenizer train`` each build one of these and make one library call with it; their flags,
+``tokenizer train`` each build one of these and make one library call with it (``terms`` builds
+:class:`~tokenmask.text.terms.TermsConfig`, declared with its job and imported here); their flags,
 ``--help`` and the settings reference come from these declarations
 (:func:`tokenmask.settings.setting`), and the settings they share are the stages' own
 (masking, reading, blocks) nested here, not declared again. Importing this module imports no torch.
@@ -17,6 +18,7 @@ from tokenmask.hub import HubConfig
 from tokenmask.masking.config import MaskingConfig, UnitConfig
 from tokenmask.settings import check, setting
 from tokenmask.text.config import DEFAULT_TOKENIZER, ReadingConfig
+from tokenmask.text.terms import TermsConfig as TermsConfig  # declared with its job; the command line reads it here
 
 TOKENIZER_NAMES = "bert-base-uncased, roberta-gpt2, minilm"
 """The built-in tokenizer names (:func:`tokenmask.text.tokenizer.load_tokenizer`)."""

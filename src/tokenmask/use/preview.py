@@ -1,10 +1,11 @@
-"""Looking at masking before training with it: texts masked token by token, a corpus measured, a PMI vocabulary.
+"""Looking at masking before training with it: texts masked token by token, a corpus measured, a PMI vocabulary, terms.
 
-What ``tokenmask mask``, ``stats`` and ``pmi`` show, as library calls: :func:`preview_masking`
+What ``tokenmask mask``, ``stats``, ``pmi`` and ``terms`` show, as library calls: :func:`preview_masking`
 masks a few texts and describes every token (original, input, outcome, label);
 :func:`audit_corpus` masks a corpus and counts what happened, against the configured rates
 (:mod:`tokenmask.use.audit`); :func:`pmi_table` builds (or reads from the cache) the n-grams
-that strategy ``pmi`` masks as units. None needs a model.
+that strategy ``pmi`` masks as units; :func:`~tokenmask.text.terms.find_terms` ranks the
+corpus's terms for ``--mask-terms``. None needs a model.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from dataclasses import replace
 from typing import Any
 
 from tokenmask.blocks.pmi import PmiVocabulary
+from tokenmask.text.terms import TermTable, find_terms
 from tokenmask.use.audit import MaskingAudit, audit_masking
 from tokenmask.use.config import AuditConfig, MaskPreviewConfig, PmiTableConfig
 
-__all__ = ["MaskingAudit", "PmiVocabulary", "audit_corpus", "pmi_table", "preview_masking"]
+__all__ = ["MaskingAudit", "PmiVocabulary", "TermTable", "audit_corpus", "find_terms", "pmi_table", "preview_masking"]
 
 
 def preview_masking(config: MaskPreviewConfig) -> list[dict[str, Any]]:
