@@ -15,35 +15,9 @@ import yaml
 
 import tokenmask
 from tokenmask.cli.main import main
-from tokenmask.experiments.study import StudyConfig, StudyExperiment, run_study, study_config
-from tokenmask.experiments.study_grid import StudyGrid
-from tokenmask.recipes.config import PretrainConfig
-from tokenmask.text.tokenizer import train_tokenizer
-from tokenmask.train.config import LoopConfig
+from tokenmask.experiments.study import StudyExperiment, study_config
 
 STEPS = 24
-
-
-@pytest.fixture
-def one_thread():
-    """Train in this process on one thread: two threads beside other work on 2 cores are several times slower."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def corpus_and_tokenizer(tmp_path_factory, lines):
-    """300 lines of Shakespeare in 50 paragraphs and a 400-token WordPiece vocabulary (small, fast cells)."""
-    folder = tmp_path_factory.mktemp("study-data")
-    corpus = folder / "plays.txt"
-    corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 300, 6)), encoding="utf-8")
-    tokenizer = folder / "tokenizer"
-    train_tokenizer(lines[:2000], kind="wordpiece", vocab_size=400).save_pretrained(tokenizer)
-    return corpus, tokenizer
 
 
 def study_argv(corpus: Path, tokenizer: Path, output: Path, *extra: str) -> list[str]:
@@ -180,3 +154,23 @@ def test_a_study_replays_from_its_config_yaml(corpus_and_tokenizer, tmp_path, ca
     assert json.loads((again / "study.json").read_text())["plan"] == json.loads((first / "study.json").read_text())["plan"]
     (cell,) = json.loads((again / "study.json").read_text())["cells"]
     assert cell["common"] == json.loads((first / "study.json").read_text())["cells"][0]["common"]  # the same run again
+
+
+def test_terms_cells_mask_the_terms_found_in_the_corpus_kept_for_the_resumes(corpus_and_tokenizer, tmp_path, capsys, one_thread):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
+    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = "terms", "0.3"
+    argv[argv.index("--max-steps") + 1] = "2"
+    assert main(argv) == 0
+    found = (output / "terms.txt").read_text().split("\n")
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"terms: {len(found) - 1} found in the corpus against wordfreq" in printed and found[0] in printed
+    run = yaml.safe_load((output / "cells" / "terms-0.3-bert-seed3" / "pretrain" / "config.yaml").read_text())
+    assert (run["strategy"], run["mask_terms"]) == ("whole_word", str(output / "terms.txt"))
+    study = json.loads((output / "study.json").read_text())
+    assert study["plan"]["terms"] == hashlib.sha256((output / "terms.txt").read_bytes()).hexdigest()[:16]
+    assert main([*argv, "--resume"]) == 0  # the terms file of the first start: the same plan
+    (output / "terms.txt").write_text("thou\nthee\n")
+    assert main([*argv, "--resume"]) == 2  # other terms: another plan
+    assert "holds a study of another plan (terms)" in capsys.readouterr().err

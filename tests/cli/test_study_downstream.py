@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_study_cli import corpus_and_tokenizer, environment, fingerprint, logged_steps, one_thread  # noqa: F401 (fixtures)
+from test_study_cli import environment, fingerprint, logged_steps
 
 from tokenmask.cli.main import main
 

@@ -154,3 +154,22 @@ def test_a_folder_without_a_study_has_no_report(tmp_path):
     (tmp_path / "study.json").write_text("[]")
     with pytest.raises(ValueError, match="is not a study file"):
         write_study_report(tmp_path)
+
+
+def test_a_terms_cell_masks_whole_words_with_the_terms_file_first():
+    from tokenmask.experiments.study_grid import cell_config
+
+    base = PretrainConfig(loop=LoopConfig(output="o", max_steps=5))
+    (cell,) = StudyGrid(("terms",), (0.3,)).cells()
+    config = cell_config(base, cell.coordinates, "o/cells/x", terms="o/terms.txt")
+    assert (config.masking.units.strategy, config.masking.units.mask_terms) == ("whole_word", "o/terms.txt")
+    assert config.masking.selection.mlm_probability == 0.3 and cell.name == "terms-0.3-bert-seed0"
+    with pytest.raises(ValueError, match="the terms cells need a terms file"):
+        cell_config(base, cell.coordinates, "o/cells/x")
+
+
+def test_terms_settings_that_contradict_the_grid_are_refused():
+    with pytest.raises(ValueError, match="--mask-terms applies to every cell: give the terms cells' file with --terms-file"):
+        study_config({"output": "o", "max_steps": 5, "strategies": "token,terms", "mask_terms": "t.txt"})
+    with pytest.raises(ValueError, match="--terms-file is what the 'terms' cells mask first: add terms to --strategies"):
+        study_config({"output": "o", "max_steps": 5, "strategies": "token", "terms_file": "t.txt"})

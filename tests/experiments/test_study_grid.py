@@ -48,10 +48,11 @@ def test_the_default_grid_is_four_strategies_at_two_rates():
     assert set(DEFAULT_GRID.strategies) <= set(COMMAND_LINE_STRATEGIES)
 
 
-def test_the_strategies_are_the_masking_configs_own_command_line_choices():
+def test_the_strategies_are_the_masking_configs_own_command_line_choices_and_terms():
     assert set(COMMAND_LINE_STRATEGIES) == {"token", "whole_word", "span", "ngram", "pmi"}
-    with pytest.raises(ValueError, match="strategies must be one of token, whole_word, span, ngram, pmi; got 'given'"):
+    with pytest.raises(ValueError, match="strategies must be one of token, whole_word, span, ngram, pmi, terms; got 'given'"):
         StudyGrid(strategies=("given",))
+    assert StudyGrid(strategies=("terms",)).cells()[0].name == "terms-0.15-bert-seed0"
 
 
 @pytest.mark.parametrize(

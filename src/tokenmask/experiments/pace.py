@@ -15,13 +15,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tokenmask.experiments.plan import Cell
 
 if TYPE_CHECKING:
     from tokenmask.experiments.compare_data import CompareData
-    from tokenmask.experiments.study import StudyConfig
+    from tokenmask.experiments.downstream import DownstreamPlan
+    from tokenmask.recipes.config import PretrainConfig
     from tokenmask.train.config import LoopConfig
 
 PACE_FILE = "pace.json"
@@ -29,6 +30,19 @@ PACE_FILE = "pace.json"
 
 PROBE_STEPS = 6
 """Steps of each probe run: the first (with its evaluation) is set apart, the other 5 give the pace."""
+
+
+class StudyConfig(Protocol):
+    """What a forecast needs of a study (:class:`~tokenmask.experiments.study.StudyConfig`)."""
+
+    @property
+    def base(self) -> PretrainConfig: ...
+    @property
+    def downstream(self) -> DownstreamPlan: ...
+    @property
+    def terms_file(self) -> str | None: ...
+    @property
+    def jobs(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -136,7 +150,7 @@ def measure_pace(config: StudyConfig, data: CompareData | None, cells: Sequence[
     with tempfile.TemporaryDirectory(prefix="tokenmask-pace-") as folder:
         pretrain_pace = finetune_pace = None
         if pretraining is not None:
-            run = cell_config(config.base, pretraining.coordinates, Path(folder) / "pretrain")
+            run = cell_config(config.base, pretraining.coordinates, Path(folder) / "pretrain", terms=config.terms_file)
             run = replace(run, loop=_probe(run.loop))
             began = time.perf_counter()
             pretrain(run)
@@ -156,7 +170,7 @@ def _probe(loop: LoopConfig) -> LoopConfig:
 
 
 def _finetune_pace(config: StudyConfig, data: CompareData, folder: Path) -> RunPace:
-    from tokenmask.experiments.study import baseline_model
+    from tokenmask.experiments.downstream import baseline_model
     from tokenmask.recipes.finetune import finetune
     from tokenmask.train.logs import read_metrics
 

@@ -30,6 +30,7 @@ from tokenmask.experiments.compare_data import CompareData
 from tokenmask.experiments.compare_stats import CLEAN
 from tokenmask.experiments.downstream import (
     DownstreamPlan,
+    baseline_model,
     best_model,
     finetune_cells,
     keep_best_model,
@@ -40,18 +41,21 @@ from tokenmask.experiments.plan import RUN_KEYS, Cell, Coordinates, SweepRun, pl
 from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
+    TERMS,
     StudyGrid,
     baseline_cells,
     cell_config,
 )
 from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
-from tokenmask.experiments.sweep import run_sweep
+from tokenmask.experiments.sweep import check_folder, run_sweep
 from tokenmask.experiments.tuning import SCORED_METRICS, tune_and_score
 from tokenmask.recipes.config import PretrainConfig, pretrain_config
 from tokenmask.settings import build, check, flatten, leaves, setting
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter, Reporter
 
+TERMS_FILE = "terms.txt"
+"""OUTPUT/terms.txt: the domain terms a study found for its 'terms' cells."""
 UNTRAINED = "untrained"
 """A baseline cell's folder for the untrained model of a study built from scratch."""
 
@@ -88,6 +92,12 @@ class StudyConfig:
     grid: StudyGrid = setting(factory=StudyGrid, help="the grid: what the cells cross")
     downstream: DownstreamPlan = setting(factory=DownstreamPlan, help="fine-tuning every model on labelled data")
     jobs: int = setting(1, help="cells run at once, each in its own process (a fine-tuning waits for its model)", ge=1)
+    terms_file: str | None = setting(
+        None,
+        metavar="FILE",
+        help="the terms the 'terms' cells select first, one per line (none = found in the pre-training corpus as "
+        "tokenmask terms finds them, and written to OUTPUT/terms.txt)",
+    )
     estimate: bool = setting(
         True, help="first time a few steps of each kind of run (under a minute) and say how long the study will take"
     )
@@ -102,6 +112,11 @@ class StudyConfig:
                 raise ValueError(
                     f"{key} is set per cell by the grid: leave it at its default ({default[key]}) in the base config"
                 )
+        terms = TERMS in self.grid.strategies
+        if terms and self.base.masking.units.mask_terms is not None:
+            raise ValueError("--mask-terms applies to every cell: give the terms cells' file with --terms-file instead")
+        if self.terms_file is not None and not terms:
+            raise ValueError(f"--terms-file is what the '{TERMS}' cells mask first: add {TERMS} to --strategies")
         if self.downstream.enabled and self.snapshots and not (self.base.loop.max_tokens or self.base.loop.max_steps):
             raise ValueError(
                 "--pretrain-fractions are shares of each cell's token or step limit: give --max-tokens or --max-steps"
@@ -131,7 +146,10 @@ class StudyConfig:
         """What the study trains, JSON-ready: the part of ``study.json`` a resumed study must match."""
         settings = {k: v for k, v in flatten(self.base).items() if k not in (*GRID_KEYS, *RUN_KEYS)}
         finetune = self.downstream.to_dict(self.base) if self.downstream.enabled else None
-        return {"grid": self.grid.to_dict(), "settings": settings, "finetune": finetune}
+        plan = {"grid": self.grid.to_dict(), "settings": settings, "finetune": finetune}
+        if TERMS in self.grid.strategies:
+            plan["terms"] = terms_fingerprint(self.terms_file)
+        return plan
 
     def settings(self) -> dict[str, Any]:
         """The flat settings that replay the study (``config.yaml``): all but what each cell sets,
@@ -246,7 +264,7 @@ class StudyExperiment:
         if coordinates["strategy"] is None:
             baseline_model(self.config.base, coordinates["seed"], folder / UNTRAINED)
             return {"role": "baseline", **coordinates}
-        run = cell_config(self.config.base, coordinates, folder / "pretrain", resume=resume)
+        run = cell_config(self.config.base, coordinates, folder / "pretrain", resume=resume, terms=self.config.terms_file)
         run = replace(run, loop=replace(run.loop, snapshots=self.config.snapshots))
         trained = pretrain(run, reporter, command=command)
         return {"role": "pretrain", **coordinates, **_pretrain_result(folder / "pretrain", trained.steps, trained.tokens)}
@@ -333,11 +351,45 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
 
     config = replace(config, base=pin_revision(config.base)[0])  # every cell starts from the same Hub commit
     run = SweepRun(config.output, resume=config.base.loop.resume, jobs=config.jobs)
+    if TERMS in config.grid.strategies and config.terms_file is None:  # found once, kept for the study's resumes
+        config = replace(config, terms_file=str(config.output / TERMS_FILE))
+        if not (config.output / TERMS_FILE).exists():
+            check_folder(config.output, StudyExperiment(config), resume=run.continues)  # before terms.txt is written there
+            domain_terms(config.base, config.output / TERMS_FILE, reporter)
     study = run_sweep(StudyExperiment(config), run, reporter, command=command)
     if study.get("best_model"):
         keep_best_model(config.output, study, keep_others=config.downstream.keep_models)
     write_study_report(config.output)
     return study
+
+
+def domain_terms(base: PretrainConfig, path: Path, reporter: Reporter) -> Path:
+    """Find the terms of the study's pre-training corpus (:func:`~tokenmask.text.terms.find_terms`,
+    its defaults) and write them to ``path``.
+
+    Raises:
+        ValueError: a corpus that cannot be read, or holds no term.
+    """
+    from tokenmask.text.terms import TermsConfig, find_terms
+
+    table = find_terms(TermsConfig(corpus=base.corpus, reading=base.reading, output=str(path)))
+    if not table.entries:
+        raise ValueError(f"no domain term found in the corpus for the '{TERMS}' cells: give them a file with --terms-file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.write(path)
+    shown = ", ".join(entry.text for entry in table.entries[:8])
+    reporter.message(f"terms: {len(table.entries)} found in the corpus against {table.background} ({shown}, …) in {path}")
+    return path
+
+
+def terms_fingerprint(path: str | None) -> str | None:
+    """What the terms cells mask first, for the plan: a hash of the terms file's content (None
+    while there is none), not its path, so a study resumed from another directory matches."""
+    import hashlib
+
+    if path is None or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def _pretrain_result(folder: Path, steps: int, tokens: int) -> dict[str, Any]:
@@ -351,26 +403,3 @@ def _pretrain_result(folder: Path, steps: int, tokens: int) -> dict[str, Any]:
         {"step": r["step"], "tokens": r["tokens"], "loss": r["eval_loss"], "accuracy": r["eval_accuracy"]} for r in evaluations
     ]
     return {"steps": steps, "tokens": tokens, "common": common, "own": own, "curve": curve}
-
-
-def baseline_model(base: PretrainConfig, seed: int, folder: Path) -> str:
-    """The model the cells start from, untrained: ``base.init`` itself, or a new ``preset`` model
-    initialised as the cells of ``seed`` are (saved once to ``folder`` with its tokenizer)."""
-    if base.init:
-        return base.init
-    if not (folder / "config.json").exists():
-        import torch
-
-        from tokenmask.text.token_tables import require_mask_token
-        from tokenmask.train.checkpoint import save_model
-        from tokenmask.train.models import paired_tokenizer
-        from tokenmask.train.presets import build_model
-
-        tokenizer = paired_tokenizer(None, base.tokenizer, hub=base.hub)
-        require_mask_token(tokenizer)
-        torch.manual_seed(seed)  # as the loop seeds before it builds a cell's model: the same weights
-        model = build_model(
-            base.preset, vocab_size=len(tokenizer), max_length=base.blocks.max_length, pad_token_id=tokenizer.pad_token_id
-        )
-        save_model(folder, model, tokenizer, card="")
-    return str(folder)

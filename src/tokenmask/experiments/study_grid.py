@@ -30,6 +30,10 @@ CORRUPTIONS: dict[str, tuple[float, float]] = {"bert": (0.8, 0.1), "mask-only": 
 GRID_KEYS = ("strategy", "mlm_probability", "mlm_probability_end", "mask_replace_prob", "random_replace_prob", "eval_masking")
 """The pre-training settings each cell sets itself; a study's base config leaves them at their defaults."""
 
+TERMS = "terms"
+"""The grid's strategy that masks the study's domain terms first (whole words for the rest of the rate):
+``whole_word`` with ``mask_terms`` set to the study's terms file."""
+
 BASELINE = "baseline"
 """The grid point of the cells that fine-tune the untrained model (``baseline-seed0``, …)."""
 
@@ -48,7 +52,10 @@ class StudyGrid:
     """
 
     strategies: tuple[str, ...] = setting(
-        ("token", "whole_word", "span", "pmi"), separator=",", help="comma-separated masking strategies"
+        ("token", "whole_word", "span", "pmi"),
+        separator=",",
+        help="comma-separated masking strategies; 'terms' = whole words, with the domain's terms (--terms-file, or "
+        "found in the corpus as tokenmask terms finds them) selected first",
     )
     rates: tuple[float, ...] = setting((0.15, 0.3), separator=",", help="comma-separated masking rates")
     corruptions: tuple[str, ...] = setting(
@@ -63,7 +70,7 @@ class StudyGrid:
 
     def __post_init__(self) -> None:
         check(self)
-        allowed = COMMAND_LINE_STRATEGIES  # every strategy but 'given', whose spans come from the caller
+        allowed = (*COMMAND_LINE_STRATEGIES, TERMS)  # every strategy but 'given', whose spans come from the caller
         check_axis("strategies", self.strategies, lambda s: s in allowed, f"one of {', '.join(allowed)}")
         check_axis("rates", self.rates, lambda r: 0.0 < r <= 1.0, "in (0, 1]")
         check_axis("corruption", self.corruptions, lambda c: c in CORRUPTIONS, f"one of {', '.join(CORRUPTIONS)}")
@@ -125,19 +132,29 @@ def cell_folder(coordinates: Coordinates) -> str:
     return f"cells/{cell_name(coordinates)}"
 
 
-def cell_config(base: PretrainConfig, coordinates: Coordinates, output: str | Path, *, resume: bool = False) -> PretrainConfig:
-    """``base`` with a cell's masking, rate schedule, seed and output, scored on the common masks.
+def cell_config(
+    base: PretrainConfig, coordinates: Coordinates, output: str | Path, *, resume: bool = False, terms: str | None = None
+) -> PretrainConfig:
+    """``base`` with a cell's masking, rate schedule, seed and output, scored on the common masks;
+    a :data:`TERMS` cell masks whole words with ``terms`` (a terms file) first.
 
     Raises:
-        ValueError: a baseline cell (it does not pre-train), or a masking the config refuses.
+        ValueError: a baseline cell (it does not pre-train), a terms cell without ``terms``, or a
+            masking the config refuses.
     """
     if coordinates["strategy"] is None:
         raise ValueError(f"the {BASELINE} cell is not pre-trained")
+    if coordinates["strategy"] == TERMS:
+        if terms is None:
+            raise ValueError(f"the {TERMS} cells need a terms file")
+        units = replace(base.masking.units, strategy="whole_word", mask_terms=terms)
+    else:
+        units = replace(base.masking.units, strategy=cast(Strategy, coordinates["strategy"]))  # checked by UnitConfig
     mask, random = CORRUPTIONS[coordinates["corruption"]]
     masking = base.masking
     masking = replace(
         masking,
-        units=replace(masking.units, strategy=cast(Strategy, coordinates["strategy"])),  # checked by UnitConfig
+        units=units,
         selection=replace(masking.selection, mlm_probability=coordinates["rate"]),
         corruption=replace(masking.corruption, mask_replace_prob=mask, random_replace_prob=random),
     )
