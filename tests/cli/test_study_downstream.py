@@ -139,3 +139,14 @@ def test_bad_fine_tuning_input_exits_2_with_one_line_and_no_study(tmp_path, caps
     error = capsys.readouterr().err
     assert error.startswith("tokenmask study: error: ") and message in error and error.count("\n") == 1
     assert not (output / "study.json").exists()
+
+
+def test_a_label_budget_beyond_the_training_examples_is_refused(labelled, tmp_path, capsys):
+    train, held_out = labelled
+    output = tmp_path / "study"
+    argv = ["study", "--output", str(output), "--max-steps", "1", "--strategies", "token", "--no-estimate",
+            "--finetune", str(train), "--finetune-eval", str(held_out), "--text-column", "review", "--label-column", "verdict",
+            "--label-budgets", "20,100"]  # fmt: skip
+    assert main(argv) == 2
+    assert "--label-budgets 100 is more than the 90 training examples: give at most 90, or all" in capsys.readouterr().err
+    assert not (output / "study.json").exists()

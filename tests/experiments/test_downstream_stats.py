@@ -100,11 +100,15 @@ def test_the_baseline_pairs_on_what_it_shares():
 def test_one_baseline_for_every_pre_training_seed_and_one_per_pre_training_seed():
     points = [tune("token-0.15-bert", s, v, pretrain_seed=p) for (p, s), v in
               {(0, 0): 0.72, (0, 1): 0.75, (1, 0): 0.74, (1, 1): 0.73}.items()]  # fmt: skip
-    # --init: one baseline per fine-tuning seed (pretrain_seed = the first seed), shared by both pre-training seeds
+    # --init: one baseline per fine-tuning seed (pretrain_seed = the first seed), shared by both pre-training seeds: a
+    # fine-tuning seed's runs are averaged over the pre-training seeds first, so n counts the independent baseline runs,
+    # 2: seed 0 (0.72 + 0.74) / 2 - 0.70 = 0.03, seed 1 (0.75 + 0.73) / 2 - 0.71 = 0.03
     shared = one(
         summarize([*points, tune("baseline", 0, 0.70), tune("baseline", 1, 0.71)]), point="token-0.15-bert", metric="macro_f1"
     )
-    assert shared["paired"]["n"] == 4 and shared["paired"]["mean"] == pytest.approx((0.02 + 0.04 + 0.04 + 0.02) / 4)
+    assert shared["paired"]["n"] == 2 and shared["paired"]["mean"] == pytest.approx(0.03) and shared["values"] == [
+        0.72, 0.75, 0.74, 0.73
+    ]  # fmt: skip
     # from scratch: a baseline per pre-training seed, each cell pairs with its own
     own = [
         tune("baseline", s, v, pretrain_seed=p) for (p, s), v in {(0, 0): 0.70, (0, 1): 0.71, (1, 0): 0.60, (1, 1): 0.61}.items()
@@ -131,8 +135,13 @@ def test_augmentation_and_masking_pair_on_both_seeds():
     masked = one(summary, "masking", metric="macro_f1")
     assert masked["point"] == "whole_word-0.15-bert" and masked["against"]["point"] == "token-0.15-bert"
     assert masked["paired"]["mean"] == pytest.approx(0.025)  # (0.03 + 0.02) / 2
-    # the augmented cell against the baseline (augment 0), too
-    assert one(summary, point="whole_word-0.15-bert", augment=0.1, metric="macro_f1")["paired"]["mean"] == pytest.approx(0.07)
+    # the augmented cell against the baseline fine-tuned at the same rate, so the difference is continued pre-training's
+    # alone: none here, so no pair; with one, (0.76 - 0.71 + 0.78 - 0.72) / 2
+    assert one(summary, point="whole_word-0.15-bert", augment=0.1, metric="macro_f1")["paired"] is None
+    augmented_baseline = [tune("baseline", s, v, augment=0.1) for s, v in enumerate((0.71, 0.72))]
+    row = one(summarize([*cells, *augmented_baseline]), point="whole_word-0.15-bert", augment=0.1, metric="macro_f1")
+    assert row["against"] == {"point": "baseline", "fraction": 0.0, "augment": 0.1}
+    assert row["paired"]["mean"] == pytest.approx(0.055)
 
 
 def test_the_curve_runs_from_the_baseline_through_the_fractions():
@@ -239,14 +248,24 @@ def test_a_clear_gain_names_the_best_cell_and_its_interval():
     )
     assert verdict(summary) == [
         "At 300 labels, continued pre-training with whole-word masking at 0.15 for 1.0M tokens raised macro-F1 by "
-        "3.1 points [1.2, 5.0] over the checkpoint fine-tuned directly (3 seeds)."
+        "3.1 points [1.2, 5.0] over the checkpoint fine-tuned directly (3 seeds; picked as the best of 2 after seeing them, "
+        "2 better: at 95% each, one comparison in 20 can exclude 0 by chance)."
     ]
+    (alone,) = verdict(hand_summary(row("whole_word-0.15-bert", paired(0.031, 0.012, 0.050))))
+    assert alone.endswith("over the checkpoint fine-tuned directly (3 seeds).")
+
+
+def test_a_measurable_gain_is_named_before_a_larger_mean_that_cannot_tell():
+    wide, measurable = paired(0.047, -0.105, 0.198), paired(0.03, 0.02, 0.04)
+    (sentence,) = verdict(hand_summary(row("whole_word-0.15-bert", wide), row("token-0.15-bert", measurable)))
+    assert sentence.startswith("At 300 labels, continued pre-training with token masking at 0.15 for 1.0M tokens raised")
+    assert "1 better, 1 too wide to tell" in sentence
 
 
 def test_a_clear_loss_says_it_lowered():
     summary = hand_summary(row("span-0.3-bert", paired(-0.020, -0.031, -0.009), size="100", tokens_=500_000), sizes=("100",))
     assert verdict(summary) == [
-        "At 100 labels, no continued pre-training helped: the best, span masking at 0.3 for 500k tokens, lowered macro-F1 "
+        "At 100 labels, no continued pre-training helped: span masking at 0.3 for 500k tokens lowered macro-F1 "
         "by 2.0 points [0.9, 3.1] against the checkpoint fine-tuned directly (3 seeds)."
     ]
 
@@ -254,15 +273,23 @@ def test_a_clear_loss_says_it_lowered():
 def test_a_narrow_null_is_no_measurable_difference():
     (sentence,) = verdict(hand_summary(row("token-0.15-bert", paired(0.004, -0.006, 0.014))))
     assert sentence == (
-        "At 300 labels, the best continued pre-training (token masking at 0.15 for 1.0M tokens) made no measurable difference "
+        "At 300 labels, continued pre-training with token masking at 0.15 for 1.0M tokens made no measurable difference "
         "to macro-F1 over the checkpoint fine-tuned directly: +0.4 points [−0.6, 1.4] (3 seeds)."
     )
+    narrow = paired(0.001, -0.009, 0.011)
+    (both,) = verdict(hand_summary(row("token-0.15-bert", paired(0.004, -0.006, 0.014)), row("whole_word-0.15-bert", narrow)))
+    assert both.startswith("At 300 labels, none of the 2 continued pre-trainings made a measurable difference to macro-F1")
+    assert "the largest, token masking at 0.15 for 1.0M tokens, +0.4 points [−0.6, 1.4] (3 seeds)." in both
+    (mixed,) = verdict(
+        hand_summary(row("token-0.15-bert", paired(0.004, -0.006, 0.014)), row("span-0.3-bert", paired(0.0, -0.05, 0.05)))
+    )
+    assert "no measurable difference" not in mixed.split(",")[1] and "1 of 2 intervals is too wide to tell" in mixed
 
 
 def test_a_wide_null_does_not_claim_no_difference():
     (sentence,) = verdict(hand_summary(row("token-0.15-bert", paired(0.02, -0.04, 0.08))))
     assert sentence == (
-        "At 300 labels, the best continued pre-training (token masking at 0.15 for 1.0M tokens) cannot be told apart from "
+        "At 300 labels, continued pre-training with token masking at 0.15 for 1.0M tokens cannot be told apart from "
         "the checkpoint fine-tuned directly on macro-F1: +2.0 points [−4.0, 8.0] (3 seeds), an interval too wide to tell "
         "(±6.0 points, more than ±1.5); more seeds would narrow it."
     )
@@ -272,8 +299,9 @@ def test_a_wide_null_does_not_claim_no_difference():
 def test_one_seed_has_no_interval_and_says_so():
     (sentence,) = verdict(hand_summary(row("token-0.15-bert", paired(0.02, n=1))))
     assert sentence == (
-        "At 300 labels, the best continued pre-training (token masking at 0.15 for 1.0M tokens) changed macro-F1 by +2.0 "
-        "points over the checkpoint fine-tuned directly on 1 seed: no interval, so it may be noise; more seeds would tell."
+        "At 300 labels, the largest change from continued pre-training (token masking at 0.15 for 1.0M tokens) was +2.0 "
+        "points of macro-F1 over the checkpoint fine-tuned directly on 1 seed: no interval, so it may be noise; more seeds "
+        "would tell."
     )
 
 
@@ -309,7 +337,7 @@ def test_budgets_in_order_then_masking_augmentation_and_the_curve():
     )
     assert sentences[4] == (
         "Along the pre-training curve (macro-F1, clean set, no augmentation): with 100 labels a measurable gain first appears "
-        "after 500k tokens (token masking at 0.15: +3.1 points [1.2, 5.0]); with all labels no checkpoint on it is measurably "
-        "better than the checkpoint fine-tuned directly."
+        "after 500k tokens (token masking at 0.15: +3.1 points [1.2, 5.0]; 2 of 3 checkpoints measurably better); with all "
+        "labels no checkpoint on it is measurably better than the checkpoint fine-tuned directly."
     )
     assert len(sentences) == 5

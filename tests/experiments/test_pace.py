@@ -23,7 +23,7 @@ def test_a_probe_runs_records_give_its_pace():
 
 def config(**downstream) -> StudyConfig:
     base = PretrainConfig(loop=LoopConfig(output="o", max_tokens=100_000, eval_every=250))
-    plan = DownstreamPlan(finetune=("builtin",), label_budgets=(100, 300), finetune_max_steps=150, **downstream)
+    plan = DownstreamPlan(finetune=("builtin",), label_budgets=(100, 300), finetune_seeds=1, finetune_max_steps=150, **downstream)
     return StudyConfig(base=base, grid=StudyGrid(("token",), (0.15,)), downstream=plan)
 
 

@@ -88,6 +88,9 @@ def test_from_a_checkpoint_there_is_one_baseline_whatever_the_seeds():
         ({"robustness_sets": ["typo=x"]}, "rates must be numbers"),
         ({"finetune": "", "finetune_eval": "e.csv"}, "--finetune-eval scores the fine-tuned models: give --finetune DATA too"),
         ({"pretrain_fractions": "0.5,1", "max_steps": None, "max_time": 3.0}, "give --max-tokens or --max-steps"),
+        ({"pretrain_fractions": "0.5,1", "max_time": 3.0}, "and no --max-time"),
+        ({"task": "tokens", "robustness_sets": ["typo=0.3"]}, "--robustness-sets corrupt the text of classification examples"),
+        ({"strategies": "terms", "terms_file": "/nonexistent/terms.txt"}, "--terms-file /nonexistent/terms.txt: no such file"),
     ],
 )
 def test_bad_downstream_settings_are_refused_naming_them(settings, message):
@@ -105,7 +108,7 @@ def test_plan_differences_name_the_sections_and_keys():
     assert plan_differences(plan, other.plan()) == "grid (rates), settings (lr)"
     tuned = StudyConfig(base=other.base, grid=other.grid, downstream=BUILTIN).plan()
     assert plan_differences(other.plan(), tuned) == "finetune (on now)"
-    more = StudyConfig(base=other.base, grid=other.grid, downstream=replace(BUILTIN, finetune_seeds=3)).plan()
+    more = StudyConfig(base=other.base, grid=other.grid, downstream=replace(BUILTIN, finetune_seeds=5)).plan()
     assert plan_differences(tuned, more) == "finetune (seeds)"
     assert plan_differences({"rates": [0.1], "seeds": [0]}, {"rates": [0.2], "seeds": [0]}) == "rates"
 
@@ -168,8 +171,10 @@ def test_a_terms_cell_masks_whole_words_with_the_terms_file_first():
         cell_config(base, cell.coordinates, "o/cells/x")
 
 
-def test_terms_settings_that_contradict_the_grid_are_refused():
+def test_terms_settings_that_contradict_the_grid_are_refused(tmp_path):
+    terms = tmp_path / "t.txt"
+    terms.write_text("thou\n")
     with pytest.raises(ValueError, match="--mask-terms applies to every cell: give the terms cells' file with --terms-file"):
         study_config({"output": "o", "max_steps": 5, "strategies": "token,terms", "mask_terms": "t.txt"})
     with pytest.raises(ValueError, match="--terms-file is what the 'terms' cells mask first: add terms to --strategies"):
-        study_config({"output": "o", "max_steps": 5, "strategies": "token", "terms_file": "t.txt"})
+        study_config({"output": "o", "max_steps": 5, "strategies": "token", "terms_file": str(terms)})

@@ -425,7 +425,9 @@ def test_snapshots_are_taken_once_at_their_share_of_the_token_limit(corpus, tmp_
     # (768 tokens) at step 2 and a half (1,536) at step 3
     output = tmp_path / "run"
     pretrain(config(corpus, output, max_steps=None, max_tokens=3072, snapshots=(0.25, 0.5), save_every=3))
-    notes = {share: json.loads((output / "snapshots" / f"fraction-{share}" / "tokenmask.json").read_text()) for share in (0.25, 0.5)}
+    notes = {
+        share: json.loads((output / "snapshots" / f"fraction-{share}" / "tokenmask.json").read_text()) for share in (0.25, 0.5)
+    }
     assert notes == {0.25: {"share": 0.25, "step": 2, "tokens": 1024}, 0.5: {"share": 0.5, "step": 3, "tokens": 1536}}
     snapshot = AutoModelForMaskedLM.from_pretrained(output / "snapshots" / "fraction-0.5", local_files_only=True)
     final = AutoModelForMaskedLM.from_pretrained(output / "model", local_files_only=True)
@@ -433,6 +435,8 @@ def test_snapshots_are_taken_once_at_their_share_of_the_token_limit(corpus, tmp_
     taken = (output / "snapshots" / "fraction-0.25" / "model.safetensors").stat().st_mtime_ns
     pretrain(config(corpus, output, max_steps=None, max_tokens=4096, snapshots=(0.25, 0.5), save_every=3, resume=True))
     assert (output / "snapshots" / "fraction-0.25" / "model.safetensors").stat().st_mtime_ns == taken  # not taken again
+    pretrain(config(corpus, output, max_steps=2, overwrite=True))  # a new run: the old one's snapshots go with its model
+    assert not (output / "snapshots").exists()
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from typing import Any
 
 from tokenmask.experiments.compare_data import CompareData
 from tokenmask.experiments.compare_stats import CLEAN
+from tokenmask.experiments.downstream_stats import FINETUNE
 from tokenmask.experiments.plan import Axis, Cell, Coordinates, check_axis, cross
 from tokenmask.labelled.robustness import Corruption, parse_corruptions
 from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig, PretrainConfig
@@ -75,7 +76,10 @@ class DownstreamPlan:
         "examples are among its 300), e.g. 100,300,1000; all = every training example",
     )
     finetune_seeds: int = setting(
-        1, help="fine-tuning runs per model and budget, seeds --seed, --seed + 1, … (each draws its own sample)", ge=1
+        3,
+        help="fine-tuning runs per model and budget, seeds --seed, --seed + 1, … (each draws its own sample); "
+        "fewer than 2 give no interval",
+        ge=1,
     )
     augment_rates: tuple[float, ...] = setting(
         (0.0,), separator=",", help="comma-separated [MASK] augmentation rates while fine-tuning; 0 = none"
@@ -84,7 +88,7 @@ class DownstreamPlan:
         (1.0,),
         separator=",",
         help="fine-tune each pre-training cell's model at these shares of its budget (snapshots), e.g. 0.25,0.5,1; "
-        "the --init checkpoint itself (share 0, the baseline) is always fine-tuned",
+        "the starting model itself (share 0, the baseline: --init, or the untrained --preset model) is always fine-tuned",
     )
     finetune_max_steps: int = setting(150, help="steps of each fine-tuning", ge=1)
     finetune_lr: float = setting(FINETUNE_LOOP.lr, help="learning rate of each fine-tuning", gt=0.0)
@@ -116,6 +120,11 @@ class DownstreamPlan:
             raise ValueError("--finetune-eval scores the fine-tuned models: give --finetune DATA too")
         if self.enabled:
             self.corruption_sets  # noqa: B018 (malformed sets are refused here, before anything runs)
+        if self.tuning.task != "classify" and self.robustness_sets != DEFAULT_CORRUPTIONS:
+            raise ValueError(
+                "--robustness-sets corrupt the text of classification examples; for --task tokens a deleted word would "
+                "have to take its tag along, which is not supported"
+            )
 
     @property
     def enabled(self) -> bool:
@@ -203,7 +212,10 @@ def finetune_cells(sources: Sequence[Cell], plan: DownstreamPlan, first_seed: in
 def _origin(source: Cell) -> Callable[[Coordinates], Coordinates]:
     """A fine-tuning cell's coordinates from its source: its grid point and pre-training seed."""
     shared = {key: source.coordinates[key] for key in ("point", "strategy", "rate", "rate_end", "corruption")}
-    return lambda _: {"role": "finetune", **shared, "pretrain_seed": source.coordinates["seed"], "source": source.name}
+    return lambda _: {
+        "role": FINETUNE, **shared, "pretrain_seed": source.coordinates["seed"], "source": source.name,
+        "source_folder": source.folder,
+    }  # fmt: skip
 
 
 def _after(c: Coordinates) -> tuple[str, ...]:
@@ -216,13 +228,12 @@ def _tune_name(c: Coordinates) -> str:
 
 def finetune_folder(c: Coordinates) -> str:
     """A fine-tuning cell's folder under the study's, from its coordinates (or its result)."""
-    return f"cells/{c['source']}/tune/fraction-{c['fraction']:g}/size-{c['size']}/augment-{c['augment']:g}/seed-{c['seed']}"
+    return f"{c['source_folder']}/tune/fraction-{c['fraction']:g}/size-{c['size']}/augment-{c['augment']:g}/seed-{c['seed']}"
 
 
-def source_model(output: Path, coordinates: Coordinates, baseline: str) -> tuple[str, int]:
-    """The model a fine-tuning cell starts from and the tokens it was pre-trained for:
-    ``baseline`` at share 0, else the source cell's snapshot at its share, or its final model
-    at share 1.
+def source_model(output: Path, coordinates: Coordinates) -> tuple[str, int]:
+    """The pre-trained model a fine-tuning cell starts from, and the tokens it was pre-trained
+    for: the source cell's snapshot at its share, or its final model at share 1.
 
     Raises:
         ValueError: the snapshot or model is missing (a source cell's folder changed by hand).
@@ -230,12 +241,10 @@ def source_model(output: Path, coordinates: Coordinates, baseline: str) -> tuple
     from tokenmask.experiments.cells import MARKER
     from tokenmask.train.checkpoint import NOTES_FILE, snapshot_folder
 
-    if coordinates["fraction"] == 0.0:
-        return baseline, 0
-    runs = output / "cells" / coordinates["source"] / "pretrain"
+    runs = output / coordinates["source_folder"] / "pretrain"
     if coordinates["fraction"] == 1.0:
         model = runs / "model"
-        marker = output / "cells" / coordinates["source"] / MARKER
+        marker = output / coordinates["source_folder"] / MARKER
         tokens = json.loads(marker.read_text(encoding="utf-8"))["tokens"] if marker.exists() else 0
     else:
         model = snapshot_folder(runs, coordinates["fraction"])
@@ -296,7 +305,7 @@ def keep_best_model(output: Path, study: Mapping[str, Any], *, keep_others: bool
         partial.rename(target)
     if not keep_others:
         for cell in study["cells"]:
-            if cell.get("role") == "finetune":
+            if cell.get("role") == FINETUNE:
                 shutil.rmtree(output / finetune_folder(cell) / "model", ignore_errors=True)
     return target
 

@@ -103,13 +103,19 @@ def summarize_downstream(cells: Sequence[Mapping[str, Any]], *, metrics: Sequenc
     against_baseline, augmentation, masking = [], [], []
     for size in sizes:
         groups = by_size[size]
-        base = next((g for g in groups if points[g[0]]["strategy"] is None and g[2] == 0.0), None)
         ordered = sorted(groups, key=lambda g: (points[g[0]]["strategy"] is not None, order[g[0]], g[1], g[2]))  # baseline first
+
+        def base(group: Group, groups: Mapping[Group, Runs] = groups) -> Group | None:
+            """The baseline fine-tuned at the same augmentation rate: what continued pre-training alone changed."""
+            if points[group[0]]["strategy"] is None:
+                return None
+            return next((g for g in groups if points[g[0]]["strategy"] is None and g[2] == group[2]), None)
+
         for name in sets:
             for metric in metrics:
                 row = _rows_maker(size, name, metric, groups)
                 for group in ordered:
-                    against_baseline.append(row(group, None if group == base else base, baseline_key))
+                    against_baseline.append(row(group, base(group), baseline_key))
                     if group[2] > 0.0 and (group[0], group[1], 0.0) in groups:
                         augmentation.append(row(group, (group[0], group[1], 0.0), _same_runs))
                     token = _token_point(points, group[0])
@@ -161,8 +167,8 @@ def _rows_maker(
         values = {key: value for key, value in runs.items() if value is not None}
         paired = None
         if reference is not None:
-            others = {pair_on(key): score(cell) for key, cell in groups[reference].items()}
-            differences = [v - o for k, v in values.items() if (o := others.get(pair_on(k))) is not None]
+            mine, others = _by_pair(values, pair_on), _by_pair({k: score(c) for k, c in groups[reference].items()}, pair_on)
+            differences = [value - others[key] for key, value in mine.items() if key in others]
             paired = _paired(Paired.of(differences)) if differences else None
         tokens = [float(cell.get("pretrain_tokens") or 0) for cell in groups[group].values()]
         return {
@@ -173,6 +179,22 @@ def _rows_maker(
         }  # fmt: skip
 
     return row
+
+
+def _by_pair(
+    values: Mapping[tuple[int, int], float | None], pair_on: Callable[[tuple[int, int]], Hashable]
+) -> dict[Hashable, float]:
+    """Runs by what they pair on, averaged where several share it: with one baseline run per
+    fine-tuning seed (``--init``), a cell's runs of that seed over its pre-training seeds are one
+    pair, so ``n`` counts independent baseline runs, not the same one again.
+
+    ``{(0, 0): 0.70, (1, 0): 0.74, (0, 1): 0.60}`` paired on the fine-tuning seed -> ``{0: 0.72, 1: 0.60}``.
+    """
+    grouped: dict[Hashable, list[float]] = {}
+    for key, value in values.items():
+        if value is not None:
+            grouped.setdefault(pair_on(key), []).append(value)
+    return {key: statistics.fmean(found) for key, found in grouped.items()}
 
 
 def _spread(values: Sequence[float]) -> dict[str, float | None]:
@@ -191,8 +213,10 @@ def _paired(paired: Paired) -> dict[str, Any]:
 def _curve(
     rows: Sequence[Mapping[str, Any]], points: Mapping[str, Mapping[str, Any]], metrics: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """Per (size, pre-trained point, metric): its clean rows at augment 0 by fraction, the baseline's at 0."""
-    clean = [r for r in rows if r["set"] == CLEAN and r["augment"] == 0.0]
+    """Per (size, pre-trained point, metric): its clean rows at the lowest augmentation rate (0
+    unless the study has none) by fraction, the baseline's at 0."""
+    lowest = min((r["augment"] for r in rows), default=0.0)
+    clean = [r for r in rows if r["set"] == CLEAN and r["augment"] == lowest]
     curves = []
     for size in dict.fromkeys(r["size"] for r in clean):
         base = {r["metric"]: r for r in clean if r["size"] == size and points[r["point"]]["strategy"] is None}
@@ -212,21 +236,28 @@ def _curve(
 
 def verdict(summary: Mapping[str, Any]) -> list[str]:
     """What the numbers show, in sentences, on the clean set and the primary metric: one per label
-    budget (smallest first: the best continued pre-training at augment 0 against the baseline),
-    then one on masking against token masking, one on augmentation, one on the curve (each where
-    the study has it). Differences are in points (100 × the difference, one decimal).
+    budget (smallest first: the continued pre-trainings against the baseline, at the lowest
+    augmentation rate, 0 unless the study has none), then one on masking against token masking,
+    one on augmentation, one on the curve (each where the study has it). Differences are in
+    points (100 × the difference, one decimal).
+
+    Of several cells, a sentence names the one that shows most (the measurable gain with the
+    highest lower bound, else the measurable loss, else the largest mean) and says it was chosen
+    among K after the fact: with K comparisons at 95%, one in 20 can exclude 0 by chance.
 
     ``"At 300 labels, continued pre-training with whole-word masking at 0.15 for 1.0M tokens raised
     macro-F1 by 3.1 points [1.2, 5.0] over the checkpoint fine-tuned directly (3 seeds)."``
     """
-    primary, points = summary["primary"], summary["points"]
+    primary = summary["primary"]
     mine = [r for r in summary["against_baseline"] if r["set"] == CLEAN and r["metric"] == primary]
     sentences = []
     for size in summary["sizes"]:
-        tuned = [r for r in mine if r["size"] == size and points[r["point"]]["strategy"] and r["augment"] == 0.0]
+        here = [r for r in mine if r["size"] == size and summary["points"][r["point"]]["strategy"]]
+        lowest = min((r["augment"] for r in here), default=0.0)
+        tuned = [r for r in here if r["augment"] == lowest]
         paired = [r for r in tuned if r["paired"]]
         if paired:
-            sentences.append(_budget_sentence(max(paired, key=lambda r: r["paired"]["mean"]), points, primary))
+            sentences.append(_budget_sentence(paired, summary["points"], primary, augment=lowest))
         elif tuned:
             sentences.append(f"{_at(size)}, no continued pre-training run has a finished baseline run to pair with yet.")
     sentences += [s for s in (_masking_sentence(summary), _augmentation_sentence(summary), _curve_sentence(summary)) if s]
@@ -291,33 +322,62 @@ def _runs(row: Mapping[str, Any]) -> str:
     return f"{n} runs over {sources} pre-training seeds" if sources > 1 else f"{n} seed{'s' * (n != 1)}"
 
 
-def _budget_sentence(row: Mapping[str, Any], points_: Mapping[str, Any], metric: str) -> str:
-    paired, name = row["paired"], metric_words(metric)
-    what = f"{describe_point(points_[row['point']])} for {tokens(row['pretrain_tokens'])} tokens"
-    at, verdict_ = _at(row["size"]), paired["verdict"]
-    if verdict_ == BETTER:
+def _budget_sentence(rows: Sequence[Mapping[str, Any]], points_: Mapping[str, Any], metric: str, *, augment: float) -> str:
+    """One label budget's continued pre-trainings against the baseline (``rows``: each paired)."""
+    name, count = metric_words(metric), len(rows)
+    by_verdict = {word: [r for r in rows if r["paired"]["verdict"] == word] for word in (BETTER, WORSE, NULL, WIDE, ONE_SEED)}
+    at = _at(rows[0]["size"]) + (f" (fine-tuned with [MASK] augmentation at {augment:g})" if augment else "")
+
+    def what(row: Mapping[str, Any]) -> str:
+        return f"{describe_point(points_[row['point']])} for {tokens(row['pretrain_tokens'])} tokens"
+
+    chosen = (f"; picked as the best of {count} after seeing them, {_counts(rows)}: at 95% each, one comparison in 20 "
+              "can exclude 0 by chance")  # fmt: skip
+    if by_verdict[BETTER]:
+        row = max(by_verdict[BETTER], key=lambda r: r["paired"]["low"])
+        paired = row["paired"]
         low, high = in_points(paired["low"], sign=False), in_points(paired["high"], sign=False)
-        return f"{at}, continued pre-training with {what} raised {name} by {in_points(paired['mean'], sign=False)} points [{low}, {high}] over {_DIRECT} ({_runs(row)})."
-    if verdict_ == WORSE:
+        return (f"{at}, continued pre-training with {what(row)} raised {name} by {in_points(paired['mean'], sign=False)} "
+                f"points [{low}, {high}] over {_DIRECT} ({_runs(row)}{chosen if count > 1 else ''}).")  # fmt: skip
+    if by_verdict[WORSE]:
+        row = min(by_verdict[WORSE], key=lambda r: r["paired"]["high"])
+        paired = row["paired"]
         low, high = in_points(-paired["high"], sign=False), in_points(-paired["low"], sign=False)
-        return (f"{at}, no continued pre-training helped: the best, {what}, lowered {name} by "
-                f"{in_points(-paired['mean'], sign=False)} points [{low}, {high}] against {_DIRECT} ({_runs(row)}).")  # fmt: skip
-    best = f"{at}, the best continued pre-training ({what})"
-    if verdict_ == NULL:
-        return f"{best} made no measurable difference to {name} over {_DIRECT}: {interval(paired)} ({_runs(row)})."
-    if verdict_ == WIDE:
-        return (f"{best} cannot be told apart from {_DIRECT} on {name}: {interval(paired)} ({_runs(row)}), an interval too "
-                f"wide to tell (±{in_points(paired['half_width'], sign=False)} points, more than ±{in_points(NARROW, sign=False)}); "
-                "more seeds would narrow it.")  # fmt: skip
-    return (f"{best} changed {name} by {in_points(paired['mean'])} points over {_DIRECT} on 1 seed: no interval, so it may be "
-            "noise; more seeds would tell.")  # fmt: skip
+        none = "no continued pre-training helped" + (f" ({_counts(rows)})" if count > 1 else "")
+        return (f"{at}, {none}: {what(row)} lowered {name} by {in_points(-paired['mean'], sign=False)} points "
+                f"[{low}, {high}] against {_DIRECT} ({_runs(row)}).")  # fmt: skip
+    row = max(rows, key=lambda r: r["paired"]["mean"])
+    paired = row["paired"]
+    if len(by_verdict[NULL]) == count:
+        which = f"none of the {count} continued pre-trainings" if count > 1 else f"continued pre-training with {what(row)}"
+        largest = f": the largest, {what(row)}, {interval(paired)}" if count > 1 else f": {interval(paired)}"
+        made = "made a measurable difference" if count > 1 else "made no measurable difference"
+        return f"{at}, {which} {made} to {name} over {_DIRECT}{largest} ({_runs(row)})."
+    if count == 1 and by_verdict[WIDE]:
+        return (f"{at}, continued pre-training with {what(row)} cannot be told apart from {_DIRECT} on {name}: "
+                f"{interval(paired)} ({_runs(row)}), an interval too wide to tell (±{in_points(paired['half_width'], sign=False)} "
+                f"points, more than ±{in_points(NARROW, sign=False)}); more seeds would narrow it.")  # fmt: skip
+    if by_verdict[ONE_SEED]:
+        return (f"{at}, the largest change from continued pre-training ({what(row)}) was {in_points(paired['mean'])} points "
+                f"of {name} over {_DIRECT} on 1 seed: no interval, so it may be noise; more seeds would tell.")  # fmt: skip
+    widest = max(by_verdict[WIDE], key=lambda r: r["paired"]["half_width"])
+    return (f"{at}, no continued pre-training is measurably better or worse than {_DIRECT} on {name}, but "
+            f"{len(by_verdict[WIDE])} of {count} intervals {'are' if len(by_verdict[WIDE]) != 1 else 'is'} "
+            f"too wide to tell (the largest mean, {what(row)}: {interval(paired)}; the widest ±"
+            f"{in_points(widest['paired']['half_width'], sign=False)} points, more than ±{in_points(NARROW, sign=False)}); "
+            "more seeds would narrow them.")  # fmt: skip
+
+
+def _counts(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``"1 better, 2 no measurable difference"``: the verdicts of ``rows``, in a fixed order."""
+    found = [(sum(r["paired"]["verdict"] == v for r in rows), v) for v in (BETTER, WORSE, NULL, WIDE, ONE_SEED)]
+    return ", ".join(f"{n} {v}" for n, v in found if n)
 
 
 def _tally(rows: Sequence[Mapping[str, Any]], name: Callable[[Mapping[str, Any]], str]) -> str:
     """``4 comparisons: 1 better, 3 no measurable difference; the largest measurable: X, +1.2 points [0.3, 2.1]``."""
     judged = [r for r in rows if r["paired"]]
-    counts = [(sum(r["paired"]["verdict"] == v for r in judged), v) for v in (BETTER, WORSE, NULL, WIDE, ONE_SEED)]
-    text = f"{len(judged)} comparison{'s' * (len(judged) != 1)}: " + ", ".join(f"{n} {v}" for n, v in counts if n)
+    text = f"{len(judged)} comparison{'s' * (len(judged) != 1)}: {_counts(judged)}"
     measurable = [r for r in judged if r["paired"]["verdict"] in (BETTER, WORSE)]
     if measurable:
         largest = max(measurable, key=lambda r: abs(r["paired"]["mean"]))
@@ -369,6 +429,8 @@ def _curve_sentence(summary: Mapping[str, Any]) -> str | None:
             parts.append(f"{_with(size)} no checkpoint on it is measurably better than {_DIRECT}")
             continue
         count, first, point = min(gains, key=lambda g: g[0])
+        compared = sum(1 for c in curves if c["size"] == size for f in c["fractions"] if f["fraction"] > 0 and f["paired"])
         parts.append(f"{_with(size)} a measurable gain first appears after {tokens(count)} tokens "
-                     f"({describe_point(points_[point])}: {interval(first['paired'])})")  # fmt: skip
+                     f"({describe_point(points_[point])}: {interval(first['paired'])}; "
+                     f"{len(gains)} of {compared} checkpoints measurably better)")  # fmt: skip
     return f"Along the pre-training curve ({metric_words(primary)}, clean set, no augmentation): " + "; ".join(parts) + "."

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tokenmask.experiments.downstream_stats import FINETUNE
 from tokenmask.experiments.plan import Cell
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ PROBE_STEPS = 6
 """Steps of each probe run: the first (with its evaluation) is set apart, the other 5 give the pace."""
 
 
-class StudyConfig(Protocol):
+class PlannedStudy(Protocol):
     """What a forecast needs of a study (:class:`~tokenmask.experiments.study.StudyConfig`)."""
 
     @property
@@ -93,7 +94,7 @@ def _as_dict(pace: RunPace | None) -> dict[str, float] | None:
     return asdict(pace) if pace is not None else None
 
 
-def cell_seconds(cell: Cell, config: StudyConfig, pace: Pace) -> float:
+def cell_seconds(cell: Cell, config: PlannedStudy, pace: Pace) -> float:
     """The seconds ``cell`` should take at ``pace``.
 
     A pre-training cell: its step or token limit at the measured pace, plus an evaluation at the
@@ -102,7 +103,7 @@ def cell_seconds(cell: Cell, config: StudyConfig, pace: Pace) -> float:
     baseline cell: nothing measurable (0).
     """
     role = cell.coordinates.get("role")
-    if role == "finetune" and pace.finetune is not None:
+    if role == FINETUNE and pace.finetune is not None:
         run = pace.finetune
         evaluations = 1 + len(config.downstream.corruption_sets)  # at the end (none at the start), and each corrupted set
         return config.downstream.finetune_max_steps * run.step + evaluations * run.evaluation + run.rest
@@ -119,7 +120,28 @@ def cell_seconds(cell: Cell, config: StudyConfig, pace: Pace) -> float:
     return steps * run.step + evaluations * run.evaluation + run.rest
 
 
-def forecast_line(cells: Sequence[Cell], config: StudyConfig, pace: Pace, *, cores: int) -> str:
+def forecast(config: PlannedStudy, data: CompareData | None, pending: Sequence[Cell], output: Path, *, plan: str) -> str:
+    """:func:`forecast_line` for the ``pending`` cells, at the pace :func:`measure_pace` measures
+    here when the study first starts; kept in ``OUTPUT/pace.json`` with the plan's digest, and read
+    back by the study's resumes (a pace of another plan, left by a study refused at its start, is
+    measured again)."""
+    import json
+    import os
+
+    from tokenmask.files import write_json
+
+    path = output / PACE_FILE
+    saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if saved.get("plan") == plan:
+        pace = Pace.from_dict(saved)
+    else:
+        pace = measure_pace(config, data, pending)
+        output.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"plan": plan, **pace.to_dict()})
+    return forecast_line(pending, config, pace, cores=os.cpu_count() or 1)
+
+
+def forecast_line(cells: Sequence[Cell], config: PlannedStudy, pace: Pace, *, cores: int) -> str:
     """``"about 87 min for 39 cells (measured here: pre-training 3,100 tokens/s, fine-tuning 0.52 s a step, …)"``."""
     seconds = sum(cell_seconds(cell, config, pace) for cell in cells)
     measured = []
@@ -138,7 +160,7 @@ def forecast_line(cells: Sequence[Cell], config: StudyConfig, pace: Pace, *, cor
     return f"about {took} for {len(cells)} cells (measured here: {', '.join(measured)}){jobs}"
 
 
-def measure_pace(config: StudyConfig, data: CompareData | None, cells: Sequence[Cell]) -> Pace:
+def measure_pace(config: PlannedStudy, data: CompareData | None, cells: Sequence[Cell]) -> Pace:
     """Time :data:`PROBE_STEPS` steps of the first pending pre-training cell's run and of a
     fine-tuning of the starting model (on ``data``, at the first augmentation rate), each in a
     temporary folder; the block cache it fills is the cells' own."""
@@ -146,7 +168,11 @@ def measure_pace(config: StudyConfig, data: CompareData | None, cells: Sequence[
     from tokenmask.recipes.pretrain import pretrain
     from tokenmask.train.logs import read_metrics
 
-    pretraining = next((c for c in cells if c.coordinates.get("role") != "finetune" and c.coordinates["strategy"]), None)
+    pretraining = max(  # the highest rate: the sparse head predicts more targets there, the slowest cells
+        (c for c in cells if c.coordinates.get("role") != FINETUNE and c.coordinates["strategy"]),
+        key=lambda c: float(c.coordinates["rate"]),
+        default=None,
+    )
     with tempfile.TemporaryDirectory(prefix="tokenmask-pace-") as folder:
         pretrain_pace = finetune_pace = None
         if pretraining is not None:
@@ -155,7 +181,7 @@ def measure_pace(config: StudyConfig, data: CompareData | None, cells: Sequence[
             began = time.perf_counter()
             pretrain(run)
             pretrain_pace = RunPace.of(read_metrics(Path(folder) / "pretrain"), time.perf_counter() - began)
-        if data is not None and any(c.coordinates.get("role") == "finetune" for c in cells):
+        if data is not None and any(c.coordinates.get("role") == FINETUNE for c in cells):
             finetune_pace = _finetune_pace(config, data, Path(folder))
     return Pace(pretrain_pace, finetune_pace)
 
@@ -169,7 +195,7 @@ def _probe(loop: LoopConfig) -> LoopConfig:
     )  # fmt: skip
 
 
-def _finetune_pace(config: StudyConfig, data: CompareData, folder: Path) -> RunPace:
+def _finetune_pace(config: PlannedStudy, data: CompareData, folder: Path) -> RunPace:
     from tokenmask.experiments.downstream import baseline_model
     from tokenmask.recipes.finetune import finetune
     from tokenmask.train.logs import read_metrics

@@ -37,14 +37,18 @@ from tokenmask.experiments.downstream import (
     load_downstream_data,
     source_model,
 )
+from tokenmask.experiments.downstream_stats import FINETUNE
 from tokenmask.experiments.plan import RUN_KEYS, Cell, Coordinates, SweepRun, plan_digest, replayable
 from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
     TERMS,
+    TERMS_FILE,
     StudyGrid,
     baseline_cells,
     cell_config,
+    domain_terms,
+    terms_fingerprint,
 )
 from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
 from tokenmask.experiments.sweep import check_folder, run_sweep
@@ -54,8 +58,6 @@ from tokenmask.settings import build, check, flatten, leaves, setting
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter, Reporter
 
-TERMS_FILE = "terms.txt"
-"""OUTPUT/terms.txt: the domain terms a study found for its 'terms' cells."""
 UNTRAINED = "untrained"
 """A baseline cell's folder for the untrained model of a study built from scratch."""
 
@@ -113,13 +115,17 @@ class StudyConfig:
                     f"{key} is set per cell by the grid: leave it at its default ({default[key]}) in the base config"
                 )
         terms = TERMS in self.grid.strategies
+        if self.terms_file is not None and not Path(self.terms_file).is_file():
+            raise ValueError(f"--terms-file {self.terms_file}: no such file")
         if terms and self.base.masking.units.mask_terms is not None:
             raise ValueError("--mask-terms applies to every cell: give the terms cells' file with --terms-file instead")
         if self.terms_file is not None and not terms:
             raise ValueError(f"--terms-file is what the '{TERMS}' cells mask first: add {TERMS} to --strategies")
-        if self.downstream.enabled and self.snapshots and not (self.base.loop.max_tokens or self.base.loop.max_steps):
+        loop = self.base.loop
+        if self.snapshots and (loop.max_time is not None or not (loop.max_tokens or loop.max_steps)):
             raise ValueError(
-                "--pretrain-fractions are shares of each cell's token or step limit: give --max-tokens or --max-steps"
+                "--pretrain-fractions are shares of each cell's token or step limit: give --max-tokens or --max-steps, "
+                "and no --max-time (a cell stopped by the clock would miss its snapshots)"
             )
 
     @property
@@ -146,7 +152,7 @@ class StudyConfig:
         """What the study trains, JSON-ready: the part of ``study.json`` a resumed study must match."""
         settings = {k: v for k, v in flatten(self.base).items() if k not in (*GRID_KEYS, *RUN_KEYS)}
         finetune = self.downstream.to_dict(self.base) if self.downstream.enabled else None
-        plan = {"grid": self.grid.to_dict(), "settings": settings, "finetune": finetune}
+        plan: dict[str, Any] = {"grid": self.grid.to_dict(), "settings": settings, "finetune": finetune}
         if TERMS in self.grid.strategies:
             plan["terms"] = terms_fingerprint(self.terms_file)
         return plan
@@ -206,7 +212,17 @@ class StudyExperiment:
         fails here, before anything is written. Pre-training cells read their corpus as a
         pre-training run does (through the block cache)."""
         downstream = self.config.downstream
-        return load_downstream_data(downstream, self.config.base) if downstream.enabled else None
+        if not downstream.enabled:
+            return None
+        data = load_downstream_data(downstream, self.config.base)
+        available = len(data.full.train)
+        for budget in downstream.label_budgets:
+            if budget is not None and budget > available:
+                raise ValueError(
+                    f"--label-budgets {budget} is more than the {available:,} training examples: give at most {available:,}, "
+                    "or all"
+                )
+        return data
 
     def introduce(self, loaded: CompareData | None, finished: int) -> str:
         """The study's first lines: the grid, the budget of each cell, the common evaluation, the fine-tuning."""
@@ -223,25 +239,10 @@ class StudyExperiment:
         return "\n".join(lines)
 
     def forecast(self, loaded: CompareData | None, pending: Sequence[Cell], output: Path) -> str:
-        """How long the pending cells will take at the pace measured here (:mod:`tokenmask.experiments.pace`):
-        measured when the study first starts and kept in ``OUTPUT/pace.json`` for its resumes."""
-        if not self.config.estimate:
-            return ""
-        import json
-        import os
+        """How long the pending cells will take (:func:`tokenmask.experiments.pace.forecast`; ``""`` with ``--no-estimate``)."""
+        from tokenmask.experiments.pace import forecast
 
-        from tokenmask.experiments.pace import PACE_FILE, Pace, forecast_line, measure_pace
-        from tokenmask.files import write_json
-
-        path, digest = output / PACE_FILE, plan_digest(self.plan())
-        saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        if saved.get("plan") == digest:
-            pace = Pace.from_dict(saved)
-        else:  # first start, or a pace measured for another plan (a study that failed at its start)
-            pace = measure_pace(self.config, loaded, pending)
-            output.mkdir(parents=True, exist_ok=True)
-            write_json(path, {"plan": digest, **pace.to_dict()})
-        return forecast_line(pending, self.config, pace, cores=os.cpu_count() or 1)
+        return forecast(self.config, loaded, pending, output, plan=plan_digest(self.plan())) if self.config.estimate else ""
 
     def run_cell(
         self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: CompareData | None, resume: bool, command: str | None
@@ -258,7 +259,7 @@ class StudyExperiment:
         from tokenmask.recipes.pretrain import pretrain
 
         coordinates = cell.coordinates
-        if coordinates.get("role") == "finetune":
+        if coordinates.get("role") == FINETUNE:
             assert loaded is not None  # load() reads the data whenever the plan has fine-tuning cells
             return self._finetune(coordinates, folder, reporter, loaded, resume=resume, command=command)
         if coordinates["strategy"] is None:
@@ -276,8 +277,13 @@ class StudyExperiment:
         from tokenmask.train.runs import CHECKPOINTS
 
         base, downstream = self.config.base, self.config.downstream
-        baseline = baseline_model(base, where["pretrain_seed"], self.config.output / "cells" / where["source"] / UNTRAINED)
-        model, tokens = source_model(self.config.output, where, baseline)
+        if where["fraction"] == 0.0:  # the baseline's model: --init, or the untrained model its source cell saved
+            model, tokens = (
+                baseline_model(base, where["pretrain_seed"], self.config.output / where["source_folder"] / UNTRAINED),
+                0,
+            )
+        else:
+            model, tokens = source_model(self.config.output, where)
         # --init itself is fine-tuned at the study's pinned commit; a cell's model is a folder
         hub = base.hub if model == base.init else replace(base.hub, revision=None)
         tuning = downstream.finetune_config(base)
@@ -326,7 +332,7 @@ class StudyExperiment:
         done = {cell["name"]: cell for cell in finished}  # pending cells too: which seeds the baseline has
         every = [done.get(cell.name) or {**cell.describe(), "status": "pending"} for cell in self.cells()]
         summary["downstream"] = summarize_downstream(every, metrics=metrics, primary=self.primary_metric)
-        tuned = [cell for cell in finished if cell.get("role") == "finetune"]
+        tuned = [cell for cell in finished if cell.get("role") == FINETUNE]
         if tuned and len(finished) == len(self.cells()):
             summary["best_model"] = best_model(tuned, self.primary_metric)
         return summary
@@ -351,45 +357,23 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
 
     config = replace(config, base=pin_revision(config.base)[0])  # every cell starts from the same Hub commit
     run = SweepRun(config.output, resume=config.base.loop.resume, jobs=config.jobs)
+    found = None
     if TERMS in config.grid.strategies and config.terms_file is None:  # found once, kept for the study's resumes
-        config = replace(config, terms_file=str(config.output / TERMS_FILE))
-        if not (config.output / TERMS_FILE).exists():
+        path = config.output / TERMS_FILE
+        if not path.exists():
             check_folder(config.output, StudyExperiment(config), resume=run.continues)  # before terms.txt is written there
-            domain_terms(config.base, config.output / TERMS_FILE, reporter)
-    study = run_sweep(StudyExperiment(config), run, reporter, command=command)
+            found = domain_terms(config.base, path, reporter)
+        config = replace(config, terms_file=str(path))
+    try:
+        study = run_sweep(StudyExperiment(config), run, reporter, command=command)
+    except (ValueError, OSError):
+        if found is not None and not (config.output / STUDY_FILE).exists():  # refused at its start: the next try finds them again
+            found.unlink(missing_ok=True)
+        raise
     if study.get("best_model"):
         keep_best_model(config.output, study, keep_others=config.downstream.keep_models)
     write_study_report(config.output)
     return study
-
-
-def domain_terms(base: PretrainConfig, path: Path, reporter: Reporter) -> Path:
-    """Find the terms of the study's pre-training corpus (:func:`~tokenmask.text.terms.find_terms`,
-    its defaults) and write them to ``path``.
-
-    Raises:
-        ValueError: a corpus that cannot be read, or holds no term.
-    """
-    from tokenmask.text.terms import TermsConfig, find_terms
-
-    table = find_terms(TermsConfig(corpus=base.corpus, reading=base.reading, output=str(path)))
-    if not table.entries:
-        raise ValueError(f"no domain term found in the corpus for the '{TERMS}' cells: give them a file with --terms-file")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table.write(path)
-    shown = ", ".join(entry.text for entry in table.entries[:8])
-    reporter.message(f"terms: {len(table.entries)} found in the corpus against {table.background} ({shown}, …) in {path}")
-    return path
-
-
-def terms_fingerprint(path: str | None) -> str | None:
-    """What the terms cells mask first, for the plan: a hash of the terms file's content (None
-    while there is none), not its path, so a study resumed from another directory matches."""
-    import hashlib
-
-    if path is None or not Path(path).is_file():
-        return None
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def _pretrain_result(folder: Path, steps: int, tokens: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from tokenmask.experiments.plan import Axis, Cell, Coordinates, check_axis, cros
 from tokenmask.masking.config import COMMAND_LINE_STRATEGIES, Strategy
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.settings import check, setting
+from tokenmask.train.job import Reporter
 
 CORRUPTIONS: dict[str, tuple[float, float]] = {"bert": (0.8, 0.1), "mask-only": (1.0, 0.0)}
 """Corruption name -> (``mask_replace_prob``, ``random_replace_prob``): ``bert`` is 80/10/10,
@@ -33,6 +34,9 @@ GRID_KEYS = ("strategy", "mlm_probability", "mlm_probability_end", "mask_replace
 TERMS = "terms"
 """The grid's strategy that masks the study's domain terms first (whole words for the rest of the rate):
 ``whole_word`` with ``mask_terms`` set to the study's terms file."""
+
+TERMS_FILE = "terms.txt"
+"""OUTPUT/terms.txt: the domain terms a study found for its :data:`TERMS` cells."""
 
 BASELINE = "baseline"
 """The grid point of the cells that fine-tune the untrained model (``baseline-seed0``, …)."""
@@ -171,3 +175,32 @@ every cell sees the same amount of data whatever its speed or what runs beside i
 default run's 6.6k tokens/s on 2 cores (README), about 2.5 min at 15% and 4 min at 30% (the
 sparse head predicts twice the targets: 1.6x the time per token), plus ~20 s of evaluations,
 checkpoints and set-up per cell: the default grid in about 29 minutes."""
+
+
+def domain_terms(base: PretrainConfig, path: Path, reporter: Reporter) -> Path:
+    """Find the terms of the study's pre-training corpus (:func:`~tokenmask.text.terms.find_terms`,
+    its defaults) and write them to ``path``.
+
+    Raises:
+        ValueError: a corpus that cannot be read, or holds no term.
+    """
+    from tokenmask.text.terms import TermsConfig, find_terms
+
+    table = find_terms(TermsConfig(corpus=base.corpus, reading=base.reading, output=str(path)))
+    if not table.entries:
+        raise ValueError(f"no domain term found in the corpus for the '{TERMS}' cells: give them a file with --terms-file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.write(path)
+    shown = ", ".join(entry.text for entry in table.entries[:8])
+    reporter.message(f"terms: {len(table.entries)} found in the corpus against {table.background} ({shown}, …) in {path}")
+    return path
+
+
+def terms_fingerprint(path: str | None) -> str | None:
+    """What the terms cells mask first, for the plan: a hash of the terms file's content (None
+    while there is none), not its path, so a study resumed from another directory matches."""
+    import hashlib
+
+    if path is None or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]

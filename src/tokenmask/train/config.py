@@ -50,7 +50,9 @@ class LoopConfig:
     max_time: float | None = setting(
         None, help=f"stop after this many minutes, counted across resumes ({DEFAULT_MINUTES:g} when no limit is given)", gt=0.0
     )
-    eval_every: int = setting(250, help="evaluate every N steps (and at the start and end)", ge=1)
+    eval_every: int = setting(
+        250, help="evaluate every N steps, and at the end (and at the start, unless --no-eval-at-start)", ge=1
+    )
     eval_at_start: bool = setting(True, help="evaluate before the first step too (the curve's starting point)")
     save_every: int = setting(500, help="write a resumable checkpoint every N steps to OUTPUT/checkpoints/step-N", ge=1)
     keep_last: int = setting(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tokenmask.files import write_text
 from tokenmask.hub import NEVER_REPLAYED
 from tokenmask.train.checkpoint import (
+    SNAPSHOTS,
     InvalidCheckpoint,
     checkpoint_folders,
     load_state,
@@ -72,9 +73,9 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
 
 
 def clear_old_run(output: Path) -> None:
-    """``--overwrite``: remove the previous run's checkpoints and model. The loop calls it once the
-    new run's data and model are built, so a run refused for bad input destroys nothing."""
-    for stale in (CHECKPOINTS, "model"):
+    """``--overwrite``: remove the previous run's checkpoints, snapshots and model. The loop calls it
+    once the new run's data and model are built, so a run refused for bad input destroys nothing."""
+    for stale in (CHECKPOINTS, SNAPSHOTS, "model"):
         shutil.rmtree(output / stale, ignore_errors=True)
 
 
@@ -93,7 +94,7 @@ def resume_checkpoint(output: Path, report: Callable[[str], None] = lambda text:
             say so.
     """
     folder = output / CHECKPOINTS
-    for where in (folder, output):
+    for where in (folder, output, output / SNAPSHOTS):
         for name in remove_leftovers(where) if where.is_dir() else []:
             report(f"removed {where.name}/{name}: unfinished, left by a killed run")
     reasons: list[str] = []
