@@ -41,6 +41,24 @@ def logged_steps(run: Path) -> int:
     return path.read_text(encoding="utf-8").count('"loss"') if path.exists() else 0
 
 
+def kill_when_logged(argv: list[str], run: Path, *, steps: int, log: Path) -> None:
+    """Start ``argv`` (this checkout's python) and SIGKILL it once ``run`` has logged ``steps`` steps:
+    no handler, no clean-up. Fails if it ended before, or did not get there in 4 minutes."""
+    with log.open("w") as written:
+        process = subprocess.Popen(argv, env=environment(), stdout=written, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while logged_steps(run) < steps and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert process.poll() is None, log.read_text()
+        process.kill()
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
     """Every file under ``folder``: its modification time (ns) and content hash."""
     return {
@@ -55,19 +73,7 @@ def test_a_study_killed_mid_cell_resumes_without_redoing_finished_cells(corpus_a
     cells = output / "cells"
     first, second = cells / "token-0.15-bert-seed3", cells / "token-0.3-bert-seed3"
     argv = [sys.executable, "-m", "tokenmask", *study_argv(corpus, tokenizer, output)]
-    with (tmp_path / "killed.log").open("w") as log:
-        process = subprocess.Popen(argv, env=environment(), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 240
-        while logged_steps(second / "pretrain") < 9 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert process.poll() is None, (tmp_path / "killed.log").read_text()
-        process.kill()  # SIGKILL: no handler, no clean-up
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    kill_when_logged(argv, second / "pretrain", steps=9, log=tmp_path / "killed.log")
     assert (first / "cell.json").exists() and not (second / "cell.json").exists()
     saved = json.loads((output / "study.json").read_text())
     assert not saved["complete"] and [c.get("status") for c in saved["cells"]][1:] == ["pending"] * 3

@@ -6,13 +6,11 @@ from __future__ import annotations
 import csv
 import json
 import random
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from test_study_cli import environment, fingerprint, logged_steps
+from test_study_cli import fingerprint, kill_when_logged
 
 from tokenmask.cli.main import main
 
@@ -97,21 +95,7 @@ def test_a_study_killed_mid_fine_tuning_resumes_it_from_its_checkpoint(
                            "1", "--augment-rates", "0", "--pretrain-fractions", "1", "--finetune-max-steps", "30")  # fmt: skip
     baseline = output / "cells" / "baseline-seed0" / "tune" / "fraction-0" / "size-all" / "augment-0" / "seed-0"
     killed = output / "cells" / "token-0.15-bert-seed0" / "tune" / "fraction-1" / "size-all" / "augment-0" / "seed-0"
-    with (tmp_path / "killed.log").open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tokenmask", *argv], env=environment(), stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        deadline = time.monotonic() + 240
-        while logged_steps(killed) < 15 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert process.poll() is None, (tmp_path / "killed.log").read_text()
-        process.kill()  # SIGKILL: no handler, no clean-up
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    kill_when_logged([sys.executable, "-m", "tokenmask", *argv], killed, steps=15, log=tmp_path / "killed.log")
     assert (baseline / "cell.json").exists() and not (killed / "cell.json").exists()
     before = fingerprint(baseline)
     assert main([*argv, "--resume"]) == 0

@@ -52,3 +52,11 @@ def test_the_forecast_sums_the_cells_and_says_what_it_measured():
         "about 8 min for 6 cells (measured here: pre-training 2,000 tokens/s, fine-tuning 0.40 s a step and 8 s an "
         "evaluation of the held-out set)"
     )
+
+
+def test_a_probe_times_whole_steps_without_evaluations_checkpoints_or_a_head_only_warm_up():
+    from tokenmask.experiments.pace import PROBE_STEPS, _probe
+
+    loop = _probe(LoopConfig(output="o", max_tokens=10**6, max_time=5.0, head_warmup_steps=30, snapshots=(0.5,)))
+    assert (loop.max_steps, loop.max_tokens, loop.max_time, loop.head_warmup_steps) == (PROBE_STEPS, None, None, 0)
+    assert loop.eval_at_start and loop.eval_every > PROBE_STEPS and loop.save_every > PROBE_STEPS and loop.snapshots == ()
