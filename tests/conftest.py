@@ -69,6 +69,18 @@ def plays_file(tmp_path_factory, lines):
 
 
 @pytest.fixture(scope="session")
+def corpus_and_tokenizer(tmp_path_factory, lines):
+    """300 lines of Shakespeare in 50 paragraphs (155 training blocks of 32 tokens) and a 400-token WordPiece
+    vocabulary: small, fast runs with small checkpoints (~6 MB), for the crash and study tests."""
+    folder = tmp_path_factory.mktemp("crash-data")
+    corpus = folder / "plays.txt"
+    corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 300, 6)), encoding="utf-8")
+    tokenizer = folder / "tokenizer"
+    train_tokenizer(lines[:2000], kind="wordpiece", vocab_size=400).save_pretrained(tokenizer)
+    return corpus, tokenizer
+
+
+@pytest.fixture(scope="session")
 def short_texts(tmp_path_factory) -> Path:
     """A text file of three lines of Shakespeare, one text per line (for embed and search)."""
     path = tmp_path_factory.mktemp("texts") / "texts.txt"

@@ -1,10 +1,9 @@
-"""Fixtures of the study's command-line tests (test_study_cli.py, test_study_downstream.py)."""
+"""Fixtures of the study's command-line tests (test_study_cli.py, test_study_downstream.py); their corpus and
+tokenizer are the root conftest's ``corpus_and_tokenizer``."""
 
 from __future__ import annotations
 
 import pytest
-
-from tokenmask.text.tokenizer import train_tokenizer
 
 
 @pytest.fixture
@@ -16,14 +15,3 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def corpus_and_tokenizer(tmp_path_factory, lines):
-    """300 lines of Shakespeare in 50 paragraphs and a 400-token WordPiece vocabulary (small, fast cells)."""
-    folder = tmp_path_factory.mktemp("study-data")
-    corpus = folder / "plays.txt"
-    corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 300, 6)), encoding="utf-8")
-    tokenizer = folder / "tokenizer"
-    train_tokenizer(lines[:2000], kind="wordpiece", vocab_size=400).save_pretrained(tokenizer)
-    return corpus, tokenizer

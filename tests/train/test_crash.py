@@ -14,27 +14,13 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import torch
 from safetensors.torch import load_file
 
 import tokenmask
-from tokenmask.text.tokenizer import train_tokenizer
 
-STEPS = 40
+STEPS = 40  # of 4 blocks of 32 tokens: corpus_and_tokenizer (conftest.py) has 155, so the run crosses an epoch
 KILLS = 3  # each start costs ~10 s of imports on 2 cores: the test's time is mostly starts
-
-
-@pytest.fixture(scope="module")
-def corpus_and_tokenizer(tmp_path_factory, lines):
-    """300 lines of Shakespeare in 50 paragraphs (155 training blocks of 32 tokens: the 40 steps of
-    4 blocks cross an epoch), and a 400-token WordPiece vocabulary, so checkpoints are small (~6 MB)."""
-    folder = tmp_path_factory.mktemp("crash-data")
-    corpus = folder / "plays.txt"
-    corpus.write_text("\n\n".join(" ".join(lines[i : i + 6]) for i in range(0, 300, 6)), encoding="utf-8")
-    tokenizer = folder / "tokenizer"
-    train_tokenizer(lines[:2000], kind="wordpiece", vocab_size=400).save_pretrained(tokenizer)
-    return corpus, tokenizer
 
 
 def command(corpus: Path, tokenizer: Path, output: Path) -> list[str]:
