@@ -10,6 +10,8 @@ The numbers are for this machine, now: a busy machine measures slower.
 
 from __future__ import annotations
 
+import json
+import os
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -125,9 +127,6 @@ def forecast(config: PlannedStudy, data: CompareData | None, pending: Sequence[C
     here when the study first starts; kept in ``OUTPUT/pace.json`` with the plan's digest, and read
     back by the study's resumes (a pace of another plan, left by a study refused at its start, is
     measured again)."""
-    import json
-    import os
-
     from tokenmask.files import write_json
 
     path = output / PACE_FILE
