@@ -106,6 +106,19 @@ def test_a_study_killed_mid_fine_tuning_resumes_it_from_its_checkpoint(
     records = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "loss" in r] == list(range(1, 31))  # each step once
     assert json.loads((output / "study.json").read_text())["complete"]
+    finished = fingerprint(killed)
+    assert main([*argv, "--resume", "--finetune-seeds", "2"]) == 0  # one more seed: two more fine-tunings
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (
+        "4 finished before, kept" in printed and "the plan changed along its axes (finetune (seeds)): 2 cells to run" in printed
+    )
+    study = json.loads((output / "study.json").read_text())
+    assert study["complete"] and sorted(c["seed"] for c in study["cells"] if c.get("role") == "finetune") == [0, 0, 1, 1]
+    assert {k: v for k, v in fingerprint(killed).items() if not k.startswith("model/")} == {
+        k: v for k, v in finished.items() if not k.startswith("model/")
+    }  # the finished seed is kept as it was
+    kept = json.loads((output / "best-model" / "tokenmask.json").read_text())
+    assert kept["cell"] == study["best_model"]["name"] and (output / "best-model" / "model.safetensors").exists()
 
 
 @pytest.mark.parametrize(

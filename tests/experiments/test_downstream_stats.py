@@ -6,13 +6,14 @@ import math
 
 import pytest
 
-from tokenmask.experiments.compare_stats import Paired
+from tokenmask.experiments.compare_stats import Paired, t_quantile_975
 from tokenmask.experiments.downstream_stats import (
     NARROW,
     describe_point,
     in_points,
     interval,
     judge,
+    seeds_for_narrow,
     size_order,
     summarize_downstream,
     tokens,
@@ -219,7 +220,7 @@ def paired(mean, low=None, high=None, n=3):
     return {
         "n": n,
         "mean": mean,
-        "sd": 0.01,
+        "sd": half * math.sqrt(n) / t_quantile_975(n - 1),  # the spread that gives this interval
         "low": low,
         "high": high,
         "half_width": half,
@@ -291,9 +292,19 @@ def test_a_wide_null_does_not_claim_no_difference():
     assert sentence == (
         "At 300 labels, continued pre-training with token masking at 0.15 for 1.0M tokens cannot be told apart from "
         "the checkpoint fine-tuned directly on macro-F1: +2.0 points [−4.0, 8.0] (3 seeds), an interval too wide to tell "
-        "(±6.0 points, more than ±1.5); more seeds would narrow it."
+        "(±6.0 points, more than ±1.5); at the spread seen, about 13 seeds (continue with --resume --finetune-seeds 13) "
+        "would bring it within ±1.5 points."
     )
     assert "no measurable difference" not in sentence
+
+
+def test_the_seeds_for_a_narrow_interval_follow_the_t_interval():
+    # sd 0.02: 9 seeds give 2.306 x 0.02 / 3 = 0.0154 > 0.015; 10 give 2.262 x 0.02 / 3.162 = 0.0143
+    assert seeds_for_narrow(0.02) == 10
+    # the wide null above: half-width 0.06 from 3 seeds is sd 0.06 x 1.732 / 4.303 = 0.02415;
+    # 12 seeds give 2.201 x 0.02415 / 3.464 = 0.0153, 13 give 2.179 x 0.02415 / 3.606 = 0.0146
+    assert seeds_for_narrow(0.06 * math.sqrt(3) / 4.303) == 13
+    assert seeds_for_narrow(0.0) == 2 and seeds_for_narrow(0.3) is None  # 0.3 needs about 1,540
 
 
 def test_one_seed_has_no_interval_and_says_so():

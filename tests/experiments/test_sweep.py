@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tokenmask.experiments.cells import MARKER, read_marker
-from tokenmask.experiments.plan import Axis, Cell, SweepRun, cross, plan_digest
+from tokenmask.experiments.plan import Axis, Cell, SweepRun, cell_digest, cross, plan_digest, shared_plan
 from tokenmask.experiments.sweep import run_sweep
 
 
@@ -21,13 +21,18 @@ class Squares:
     """Each cell squares its number; ``fail`` names a cell that raises, as bad input would."""
 
     numbers: tuple[int, ...] = (1, 2, 3)
+    offset: int = 0
     fail: int | None = None
     ran: list[int] = field(default_factory=list, compare=False)
     kind: str = "squares"
     record_file: str = "squares.json"
 
     def plan(self) -> dict[str, Any]:
-        return {"numbers": list(self.numbers)}
+        return {"numbers": list(self.numbers), "offset": self.offset}
+
+    @property
+    def growing(self) -> tuple[tuple[str, ...], ...]:
+        return (("numbers",),)
 
     def settings(self) -> dict[str, Any]:
         return {"numbers": list(self.numbers), "resume": True}
@@ -50,7 +55,7 @@ class Squares:
         if cell.coordinates["n"] == self.fail:
             raise ValueError(f"cell {cell.name} refused its input")
         self.ran.append(cell.coordinates["n"])
-        return {**cell.coordinates, "square": cell.coordinates["n"] ** 2 + loaded - 10}
+        return {**cell.coordinates, "square": cell.coordinates["n"] ** 2 + loaded - 10 + self.offset}
 
     def finished_line(self, result: Any) -> str:
         return f"square {result['square']}"
@@ -75,7 +80,7 @@ def test_a_sweep_runs_every_cell_and_records_them(tmp_path):
     assert [c["square"] for c in record["cells"]] == [1, 4, 9] and experiment.ran == [1, 2, 3]
     assert json.loads((tmp_path / "squares.json").read_text()) == record
     marker = json.loads((tmp_path / "cells" / "n2" / MARKER).read_text())
-    assert marker == record["cells"][1] and marker["plan"] == plan_digest(experiment.plan())
+    assert marker == record["cells"][1] and marker["identity"] == cell_digest(experiment, experiment.cells()[1])
     assert yaml.safe_load((tmp_path / "config.yaml").read_text()) == {"numbers": [1, 2, 3], "resume": True}
 
 
@@ -88,11 +93,35 @@ def test_a_resumed_sweep_keeps_finished_cells_and_runs_the_others(tmp_path):
         run_sweep(Squares(), SweepRun(tmp_path))
     again = Squares()
     assert run_sweep(again, SweepRun(tmp_path, resume=True))["complete"] and again.ran == [3]
-    with pytest.raises(ValueError, match=r"holds a squares of another plan \(numbers\)"):
-        run_sweep(Squares(numbers=(1, 2)), SweepRun(tmp_path, resume=True))
+    with pytest.raises(ValueError, match=r"holds a squares of another plan \(offset\)"):
+        run_sweep(Squares(offset=1), SweepRun(tmp_path, resume=True))
     everything = Squares()
     run_sweep(everything, SweepRun(tmp_path, resume=True, overwrite=True))
     assert everything.ran == [1, 2, 3]  # --overwrite: every cell again
+
+
+def test_a_resumed_sweep_may_grow_an_axis_and_keeps_the_finished_cells(tmp_path):
+    run_sweep(Squares(), SweepRun(tmp_path))
+    grown, said = Squares(numbers=(1, 2, 3, 4)), Said()
+    record = run_sweep(grown, SweepRun(tmp_path, resume=True), said)
+    assert grown.ran == [4] and record["complete"] and record["total"] == 1 + 4 + 9 + 16
+    assert "the plan changed along its axes (numbers): 1 cell to run" in said.lines
+    fewer = Squares(numbers=(2, 4))
+    assert run_sweep(fewer, SweepRun(tmp_path, resume=True))["total"] == 4 + 16 and fewer.ran == []
+    assert json.loads((tmp_path / "squares.json").read_text())["plan"]["numbers"] == [2, 4]
+
+
+def test_a_marker_from_before_cell_identities_counts_under_the_plan_it_was_written_with(tmp_path):
+    experiment = Squares()
+    run_sweep(experiment, SweepRun(tmp_path))
+    marker = tmp_path / "cells" / "n2" / MARKER
+    old = {k: v for k, v in json.loads(marker.read_text()).items() if k != "identity"}
+    marker.write_text(json.dumps({**old, "plan": plan_digest(experiment.plan())}))
+    grown = Squares(numbers=(1, 2, 3, 4))
+    assert run_sweep(grown, SweepRun(tmp_path, resume=True))["complete"] and grown.ran == [4]
+    marker.write_text(json.dumps({**old, "plan": "another"}))
+    with pytest.raises(ValueError, match="n2/cell.json was written by a sweep of another plan"):
+        run_sweep(Squares(), SweepRun(tmp_path, resume=True))
 
 
 def test_a_new_sweep_refused_by_its_first_cell_leaves_no_record(tmp_path):
@@ -102,14 +131,20 @@ def test_a_new_sweep_refused_by_its_first_cell_leaves_no_record(tmp_path):
     run_sweep(Squares(), SweepRun(tmp_path))  # the corrected command needs no --resume
 
 
-def test_a_marker_of_another_plan_is_refused(tmp_path):
+def test_a_marker_of_another_cell_identity_is_refused(tmp_path):
     folder = tmp_path / "cell"
     folder.mkdir()
     assert read_marker(folder, "abc") is None
-    (folder / MARKER).write_text(json.dumps({"name": "n1", "plan": "other"}))
+    (folder / MARKER).write_text(json.dumps({"name": "n1", "identity": "other"}))
     with pytest.raises(ValueError, match="written by a sweep of another plan"):
-        read_marker(folder, "abc")
-    assert read_marker(folder, "other") == {"name": "n1", "plan": "other"}
+        read_marker(folder, "abc", earlier="other")  # the plan's digest is no cell's identity
+    assert read_marker(folder, "other") == {"name": "n1", "identity": "other"}
+
+
+def test_the_shared_plan_leaves_out_the_growing_axes_only():
+    plan = {"grid": {"seeds": 3, "rates": [0.15]}, "finetune": None, "lr": 1}
+    shared = shared_plan(plan, [("grid", "seeds"), ("finetune", "seeds"), ("absent",)])
+    assert shared == {"grid": {"rates": [0.15]}, "finetune": None, "lr": 1} and plan["grid"]["seeds"] == 3
 
 
 def test_a_run_folder_is_not_taken_for_a_sweep(tmp_path):
@@ -147,6 +182,8 @@ class Chain:
 
     def plan(self) -> dict[str, Any]:
         return {}
+
+    growing: tuple[tuple[str, ...], ...] = ()
 
     def settings(self) -> dict[str, Any]:
         return {}

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from tokenmask.experiments.plan import Cell, Experiment, SweepRun, plan_digest
+from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest
 from tokenmask.files import write_json
 from tokenmask.train.job import QuietReporter, Reporter
 
@@ -30,12 +30,15 @@ MARKER = "cell.json"
 _LOCK = ".lock"
 
 
-def read_marker(folder: Path, digest: str) -> dict[str, Any] | None:
-    """The result of a cell finished under the plan of ``digest`` (``folder/cell.json``), or None
-    if it has not finished.
+def read_marker(folder: Path, identity: str, *, earlier: str | None = None) -> dict[str, Any] | None:
+    """The result of the cell of ``identity`` (:func:`~tokenmask.experiments.plan.cell_digest`)
+    finished in ``folder`` (``folder/cell.json``), or None if it has not finished.
+
+    ``earlier``: the digest of the whole plan the sweep was started with; a marker written
+    before markers carried the cell's identity carries that instead.
 
     Raises:
-        ValueError: the cell finished under another plan (a folder left by another sweep).
+        ValueError: the cell finished under other settings (a folder left by another sweep).
     """
     path = folder / MARKER
     if not path.exists():
@@ -44,7 +47,8 @@ def read_marker(folder: Path, digest: str) -> dict[str, Any] | None:
         result = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:  # written atomically, so only a hand-edited file: run the cell again
         return None
-    if result.get("plan") != digest:
+    expected = identity if "identity" in result else earlier  # an older marker carries the whole plan's digest
+    if expected is None or result.get("identity", result.get("plan")) != expected:
         raise ValueError(f"{path} was written by a sweep of another plan: choose another --output")
     return result
 
@@ -53,14 +57,20 @@ def run_cell(
     experiment: Experiment, cell: Cell, output: Path, reporter: Reporter = QuietReporter(), *,
     loaded: Any, resume: bool, command: str | None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Run one cell under its lock and write its marker last (with the plan's digest); returns its result."""
+    """Run one cell under its lock and write its marker last (with the cell's identity); returns its result."""
     folder = output / cell.folder
     began = time.perf_counter()
     with cell_lock(folder):
         (folder / MARKER).unlink(missing_ok=True)  # a cell run again (overwrite) is unfinished until it ends
         result = experiment.run_cell(cell, folder, reporter, loaded=loaded, resume=resume, command=command)
         minutes = (time.perf_counter() - began) / 60
-        result = {"name": cell.name, **result, "minutes": minutes, "status": "finished", "plan": plan_digest(experiment.plan())}
+        result = {
+            "name": cell.name,
+            **result,
+            "minutes": minutes,
+            "status": "finished",
+            "identity": cell_digest(experiment, cell),
+        }
         write_json(folder / MARKER, result)
     return result
 

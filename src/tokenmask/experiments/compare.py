@@ -215,6 +215,11 @@ class CompareExperiment:
         settings = {k: v for k, v in flatten(self.config.base).items() if k not in RUN_KEYS}
         return {**self.config.plan.to_dict(self.config.base.loop.seed), "settings": settings}
 
+    @property
+    def growing(self) -> tuple[tuple[str, ...], ...]:
+        """The axes a resumed comparison may change: rates (and so arms), sizes, seeds."""
+        return (("rates",), ("adaptive",), ("arms",), ("train_sizes",), ("seeds",))
+
     def settings(self) -> dict[str, Any]:
         """The flat settings that replay the comparison (``config.yaml``); a replay neither resumes nor overwrites unasked."""
         return replayable(flatten(self.config))

@@ -285,22 +285,30 @@ def best_model(tuned: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any
 
 def keep_best_model(output: Path, study: Mapping[str, Any], *, keep_others: bool) -> Path:
     """Copy the best fine-tuned model (``study["best_model"]``) to ``OUTPUT/best-model``, its card
-    saying how it was chosen; then remove the other fine-tuned models unless ``keep_others``
-    (their results, metrics and plots stay). Done once: a study resumed after it finds it done.
+    saying how it was chosen and its ``tokenmask.json`` naming the cell; then remove the other
+    fine-tuned models unless ``keep_others`` (their results, metrics and plots stay).
+
+    Done once per best cell: a study resumed after it finds it done, and one grown by more cells
+    replaces it only if a new cell did better (the old best's own copy is then gone, but
+    best-model held it). A resumed study whose plan dropped the kept model's cell keeps that
+    model, its notes naming it.
     """
-    from tokenmask.train.checkpoint import CARD_FILE
+    from tokenmask.train.checkpoint import CARD_FILE, NOTES_FILE
 
     best = study["best_model"]
     target = output / BEST_MODEL
     cells = {cell["name"]: cell for cell in study["cells"]}
     source = output / finetune_folder(cells[best["name"]]) / "model"
-    if source.is_dir() and not (target / CARD_FILE).exists():
+    notes = target / NOTES_FILE
+    kept = json.loads(notes.read_text(encoding="utf-8")).get("cell") if notes.exists() else None
+    if source.is_dir() and kept != best["name"]:
         partial = output / f".{BEST_MODEL}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(source, partial)
         card = (partial / CARD_FILE).read_text(encoding="utf-8") if (partial / CARD_FILE).exists() else ""
         chosen = f"## How this model was chosen\n\nBy `tokenmask study`: {best['how']}.\n\n"
         (partial / CARD_FILE).write_text(with_section(card, chosen), encoding="utf-8")
+        (partial / NOTES_FILE).write_text(json.dumps({"cell": best["name"], "metric": best["metric"], "value": best["value"]}))
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
     if not keep_others:

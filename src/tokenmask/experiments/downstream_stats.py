@@ -10,12 +10,13 @@ says what those numbers show, and nothing they do not.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from tokenmask.experiments.compare_stats import CLEAN, Paired
+from tokenmask.experiments.compare_stats import CLEAN, Paired, t_quantile_975
 
 FINETUNE = "finetune"
 """The role of a fine-tuning cell in ``study.json`` (source cells are ``pretrain`` or ``baseline``)."""
@@ -356,7 +357,7 @@ def _budget_sentence(rows: Sequence[Mapping[str, Any]], points_: Mapping[str, An
     if count == 1 and by_verdict[WIDE]:
         return (f"{at}, continued pre-training with {what(row)} cannot be told apart from {_DIRECT} on {name}: "
                 f"{interval(paired)} ({_runs(row)}), an interval too wide to tell (±{in_points(paired['half_width'], sign=False)} "
-                f"points, more than ±{in_points(NARROW, sign=False)}); more seeds would narrow it.")  # fmt: skip
+                f"points, more than ±{in_points(NARROW, sign=False)}){_more_seeds([row])}.")  # fmt: skip
     if by_verdict[ONE_SEED]:
         return (f"{at}, the largest change from continued pre-training ({what(row)}) was {in_points(paired['mean'])} points "
                 f"of {name} over {_DIRECT} on 1 seed: no interval, so it may be noise; more seeds would tell.")  # fmt: skip
@@ -364,8 +365,35 @@ def _budget_sentence(rows: Sequence[Mapping[str, Any]], points_: Mapping[str, An
     return (f"{at}, no continued pre-training is measurably better or worse than {_DIRECT} on {name}, but "
             f"{len(by_verdict[WIDE])} of {count} intervals {'are' if len(by_verdict[WIDE]) != 1 else 'is'} "
             f"too wide to tell (the largest mean, {what(row)}: {interval(paired)}; the widest ±"
-            f"{in_points(widest['paired']['half_width'], sign=False)} points, more than ±{in_points(NARROW, sign=False)}); "
-            "more seeds would narrow them.")  # fmt: skip
+            f"{in_points(widest['paired']['half_width'], sign=False)} points, more than ±{in_points(NARROW, sign=False)})"
+            f"{_more_seeds(by_verdict[WIDE])}.")  # fmt: skip
+
+
+def seeds_for_narrow(sd: float, *, most: int = 1000) -> int | None:
+    """The fewest seeds whose paired 95% interval is at most ±:data:`NARROW` wide, if the
+    differences keep the standard deviation ``sd`` (None: more than ``most``).
+
+    ``seeds_for_narrow(0.02)`` -> 10: t(0.975, 9) x 0.02 / √10 = 2.262 x 0.00632 = 0.0143 ≤ 0.015,
+    where 9 seeds give 2.306 x 0.02 / 3 = 0.0154.
+    """
+    for n in range(2, most + 1):
+        if t_quantile_975(n - 1) * sd / math.sqrt(n) <= NARROW:
+            return n
+    return None
+
+
+def _more_seeds(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``"; at the spread seen, about 12 seeds (continue with --resume --finetune-seeds 12) would bring every
+    interval within ±1.5 points"``, from the widest-spread of ``rows``."""
+    needed = [seeds_for_narrow(r["paired"]["sd"]) for r in rows]
+    one = "it" if len(rows) == 1 else "every interval"
+    if any(n is None for n in needed):
+        return f"; at the spread seen, over a thousand seeds would bring {one} within ±{in_points(NARROW, sign=False)} points"
+    most = max(n for n in needed if n is not None)
+    return (
+        f"; at the spread seen, about {most} seeds (continue with --resume --finetune-seeds {most}) would bring {one} "
+        f"within ±{in_points(NARROW, sign=False)} points"
+    )
 
 
 def _counts(rows: Sequence[Mapping[str, Any]]) -> str:

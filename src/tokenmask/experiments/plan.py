@@ -102,7 +102,15 @@ class Experiment(Protocol):
         ...
 
     def plan(self) -> dict[str, Any]:
-        """What the sweep runs, JSON-ready: a resumed sweep must have the same."""
+        """What the sweep runs, JSON-ready: a resumed sweep must have the same, but for the
+        values of its ``growing`` axes."""
+        ...
+
+    @property
+    def growing(self) -> tuple[tuple[str, ...], ...]:
+        """Where :meth:`plan` lists the values of an axis a resumed sweep may change (paths of
+        keys, ``("finetune", "seeds")``): more seeds, another budget or rate. Each cell's result
+        depends on its coordinates and the rest of the plan only, so the finished cells stay."""
         ...
 
     def settings(self) -> dict[str, Any]:
@@ -170,6 +178,31 @@ class SweepRun:
 def plan_digest(plan: Mapping[str, Any]) -> str:
     """A short fingerprint of a plan, which every finished cell's marker carries: ``"3f2a9c…"`` (16 hex digits)."""
     return hashlib.sha256(json.dumps(plan, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def shared_plan(plan: Mapping[str, Any], growing: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """``plan`` without the entries at the ``growing`` paths (those absent are skipped): what
+    every cell depends on, beside its own coordinates.
+
+    ``shared_plan({"grid": {"seeds": 3, "rates": [0.15]}, "lr": 1}, [("grid", "seeds")])``
+    -> ``{"grid": {"rates": [0.15]}, "lr": 1}``.
+    """
+    shared = json.loads(json.dumps(plan))  # a deep copy, as JSON sees it
+    for path in growing:
+        entry = shared
+        for key in path[:-1]:
+            entry = entry.get(key) if isinstance(entry, dict) else None
+        if isinstance(entry, dict):
+            entry.pop(path[-1], None)
+    return shared
+
+
+def cell_digest(experiment: Experiment, cell: Cell) -> str:
+    """What a finished cell's marker carries: the digest of its coordinates and the plan's
+    shared part (:func:`shared_plan`). It stays valid while both do, so a resumed sweep may
+    grow an axis (three more seeds) and keep every cell already finished."""
+    shared = shared_plan(experiment.plan(), experiment.growing)
+    return plan_digest({"plan": shared, "cell": dict(cell.coordinates)})
 
 
 def check_axis(name: str, values: Sequence[Any], good: Callable[[Any], bool], allowed: str) -> None:

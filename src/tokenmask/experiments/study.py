@@ -38,7 +38,7 @@ from tokenmask.experiments.downstream import (
     source_model,
 )
 from tokenmask.experiments.downstream_stats import FINETUNE
-from tokenmask.experiments.plan import RUN_KEYS, Cell, Coordinates, SweepRun, plan_digest, replayable
+from tokenmask.experiments.plan import RUN_KEYS, Cell, Coordinates, SweepRun, plan_digest, replayable, shared_plan
 from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
@@ -60,6 +60,14 @@ from tokenmask.train.job import QuietReporter, Reporter
 
 UNTRAINED = "untrained"
 """A baseline cell's folder for the untrained model of a study built from scratch."""
+
+GROWING = (
+    *(("grid", axis) for axis in ("strategies", "rates", "rate_ends", "corruptions", "seeds")),
+    *(("finetune", axis) for axis in ("label_budgets", "seeds", "augment_rates")),
+)
+"""The axes a resumed study may change (:attr:`~tokenmask.experiments.plan.Experiment.growing`):
+more seeds, budgets, strategies… Not the pre-training fractions: each pre-training cell saves
+the snapshots it was planned with."""
 
 _SCORES = ("loss", "perplexity", "accuracy", "targets")
 """The fixed-mask scores a cell's result keeps (from the last evaluation of metrics.jsonl)."""
@@ -201,6 +209,10 @@ class StudyExperiment:
     def plan(self) -> dict[str, Any]:
         return self.config.plan()
 
+    @property
+    def growing(self) -> tuple[tuple[str, ...], ...]:
+        return GROWING
+
     def settings(self) -> dict[str, Any]:
         return self.config.settings()
 
@@ -242,7 +254,11 @@ class StudyExperiment:
         """How long the pending cells will take (:func:`tokenmask.experiments.pace.forecast`; ``""`` with ``--no-estimate``)."""
         from tokenmask.experiments.pace import forecast
 
-        return forecast(self.config, loaded, pending, output, plan=plan_digest(self.plan())) if self.config.estimate else ""
+        return (
+            forecast(self.config, loaded, pending, output, plan=plan_digest(shared_plan(self.plan(), GROWING)))
+            if self.config.estimate
+            else ""
+        )
 
     def run_cell(
         self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: CompareData | None, resume: bool, command: str | None

@@ -6,11 +6,14 @@ Every experiment (the study, the augmentation comparison) is an
 (:mod:`tokenmask.experiments.plan`). :func:`run_sweep` does the rest the same way for all:
 
 - **one resume rule**: ``OUTPUT/<record>`` holds the plan; a resumed sweep must have the same
-  one (:func:`plan_differences` names what differs), finished cells are read back, an
-  interrupted one continues (its runs resume from their checkpoints), the others start;
+  one (:func:`plan_differences` names what differs) but for the values of the axes it may grow
+  (more seeds, another label budget: the experiment's ``growing`` entries); finished cells are
+  read back, an interrupted one continues (its runs resume from their checkpoints), the others
+  start;
 - **one finished-cell marker**, **jobs** and **one relay** of progress: how cells run
   (:mod:`tokenmask.experiments.cells`): ``<cell folder>/cell.json`` written last and
-  atomically; cells one after another here, or ``jobs`` at once in processes of their own;
+  atomically, carrying the cell's identity (its coordinates and the plan's shared part);
+  cells one after another here, or ``jobs`` at once in processes of their own;
 - **one record**: ``OUTPUT/<record>`` (``study.json``, ``compare.json``) rewritten after every
   cell: the plan, every cell (its result, or its coordinates while pending), ``complete``,
   and the experiment's summary of what finished; and ``OUTPUT/config.yaml``, the settings
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmask.experiments.cells import read_marker, run_cells
-from tokenmask.experiments.plan import Cell, Experiment, SweepRun, plan_digest
+from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest, plan_digest, shared_plan
 from tokenmask.files import write_json
 from tokenmask.train.job import QuietReporter, Reporter
 
@@ -49,14 +52,18 @@ def run_sweep(
         Interrupted: SIGINT or SIGTERM (the running cells saved a checkpoint first).
     """
     output, cells = Path(run.output), experiment.cells()
-    check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
+    saved = check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
     loaded = experiment.load()
-    digest, results = plan_digest(experiment.plan()), {}
+    earlier, results = plan_digest(saved) if saved is not None else None, {}
     for cell in cells if run.continues else ():
-        done = read_marker(output / cell.folder, digest)
+        done = read_marker(output / cell.folder, cell_digest(experiment, cell), earlier=earlier)
         if done is not None:
             results[cell.name] = done
     reporter.message(experiment.introduce(loaded, len(results)))
+    grown = plan_differences(saved, experiment.plan()) if saved is not None else ""
+    if grown:
+        left = len(cells) - len(results)
+        reporter.message(f"the plan changed along its axes ({grown}): {left} cell{'s' * (left != 1)} to run")
     fresh = not (output / experiment.record_file).exists() or run.overwrite
     record = _Record(output, experiment, cells, results)
     record.write()
@@ -101,32 +108,38 @@ class _Record:
         return content
 
 
-def check_folder(output: Path, experiment: Experiment, *, resume: bool, overwrite: bool = False) -> None:
-    """Refuse a folder the sweep must not write to; nothing is changed.
+def check_folder(output: Path, experiment: Experiment, *, resume: bool, overwrite: bool = False) -> dict[str, Any] | None:
+    """Refuse a folder the sweep must not write to; nothing is changed. Returns the plan of the
+    sweep ``output`` holds, which ``experiment`` continues (None: it starts afresh).
 
     Raises:
         ValueError: ``output`` holds a single run or another kind of sweep (a ``config.yaml``
             without this sweep's record); holds this kind of sweep and neither ``resume`` nor
-            ``overwrite`` is set; or holds one of another plan (the message names what
-            differs, e.g. ``grid (rates), settings (lr)``).
+            ``overwrite`` is set; or holds one of another plan, beyond the values of the
+            experiment's ``growing`` axes (the message names what differs, e.g.
+            ``grid (rates), settings (lr)``).
     """
     path = output / experiment.record_file
     if (output / SETTINGS_FILE).exists() and not path.exists():
         raise ValueError(f"{output} holds a single run or another experiment, not a {experiment.kind}: choose another --output")
     if not path.exists() or overwrite:
-        return
+        return None
     if not resume:
         raise ValueError(f"{output} already holds a {experiment.kind}: pass --resume to continue it, or choose another --output")
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))["plan"]
+        if not isinstance(saved, dict):
+            raise TypeError
     except (json.JSONDecodeError, KeyError, TypeError):
         raise ValueError(f"{path} is not a {experiment.kind} record: choose another --output") from None
-    differences = plan_differences(saved, experiment.plan())
+    growing = experiment.growing
+    differences = plan_differences(shared_plan(saved, growing), shared_plan(experiment.plan(), growing))
     if differences:
         raise ValueError(
             f"--resume: {output} holds a {experiment.kind} of another plan ({differences}): "
             "rerun with its settings, or choose another --output"
         )
+    return saved
 
 
 def plan_differences(saved: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
