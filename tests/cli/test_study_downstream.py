@@ -118,7 +118,8 @@ def test_a_study_killed_mid_fine_tuning_resumes_it_from_its_checkpoint(
         k: v for k, v in finished.items() if not k.startswith("model/")
     }  # the finished seed is kept as it was
     kept = json.loads((output / "best-model" / "tokenmask.json").read_text())
-    assert kept["cell"] == study["best_model"]["name"] and (output / "best-model" / "model.safetensors").exists()
+    assert kept == study["best_model"] and (output / "best-model" / "model.safetensors").exists()
+    assert f"By `tokenmask study`: {kept['how']}." in (output / "best-model" / "README.md").read_text()
 
 
 @pytest.mark.parametrize(

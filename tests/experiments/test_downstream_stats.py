@@ -307,6 +307,17 @@ def test_the_seeds_for_a_narrow_interval_follow_the_t_interval():
     assert seeds_for_narrow(0.0) == 2 and seeds_for_narrow(0.3) is None  # 0.3 needs about 1,540
 
 
+def test_without_init_each_fine_tuning_seed_adds_a_pair_per_pre_training_seed():
+    # 6 pairs over 2 pre-training seeds x 3 fine-tuning seeds, half-width 0.06: sd 0.06 x 2.449 / 2.571 = 0.0572,
+    # which needs 59 pairs (58 give 2.002 x 0.0572 / 7.62 = 0.01503, 59 give 2.002 x 0.0572 / 7.68 = 0.01490):
+    # 30 fine-tuning seeds, each giving 2 pairs
+    wide = paired(0.02, -0.04, 0.08, n=6)
+    two_sources = {**row("token-0.15-bert", wide), "runs": [[p, s] for p in (0, 1) for s in range(3)]}
+    (sentence,) = verdict(hand_summary(two_sources))
+    assert "6 runs over 2 pre-training seeds" in sentence and "--finetune-seeds 30)" in sentence
+    assert seeds_for_narrow(wide["sd"]) == 59
+
+
 def test_one_seed_has_no_interval_and_says_so():
     (sentence,) = verdict(hand_summary(row("token-0.15-bert", paired(0.02, n=1))))
     assert sentence == (

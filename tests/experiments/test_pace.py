@@ -60,3 +60,17 @@ def test_a_probe_times_whole_steps_without_evaluations_checkpoints_or_a_head_onl
     loop = _probe(LoopConfig(output="o", max_tokens=10**6, max_time=5.0, head_warmup_steps=30, snapshots=(0.5,)))
     assert (loop.max_steps, loop.max_tokens, loop.max_time, loop.head_warmup_steps) == (PROBE_STEPS, None, None, 0)
     assert loop.eval_at_start and loop.eval_every > PROBE_STEPS and loop.save_every > PROBE_STEPS and loop.snapshots == ()
+
+
+def test_a_kept_pace_serves_a_resume_only_if_it_times_every_kind_of_run_left():
+    study = config()
+    baseline, *cells = study.cells()
+    tunings = [c for c in cells if c.coordinates.get("role") == "finetune"]
+    pretraining = [c for c in cells if c.coordinates.get("role") is None]
+    measured = Pace(PACE.pretrain, PACE.finetune, rate=0.15)
+    assert measured.covers(cells) and measured.covers(tunings) and measured.covers([baseline])
+    assert not Pace(None, PACE.finetune).covers(pretraining)  # measured when only fine-tunings were left
+    assert not Pace(PACE.pretrain, None, rate=0.15).covers(tunings)
+    higher = StudyConfig(base=study.base, grid=StudyGrid(("token",), (0.15, 0.3)), downstream=study.downstream).cells()
+    assert not measured.covers(higher) and Pace(PACE.pretrain, PACE.finetune, rate=0.3).covers(higher)
+    assert Pace.from_dict(measured.to_dict()) == measured

@@ -119,6 +119,14 @@ def test_a_marker_from_before_cell_identities_counts_under_the_plan_it_was_writt
     marker.write_text(json.dumps({**old, "plan": plan_digest(experiment.plan())}))
     grown = Squares(numbers=(1, 2, 3, 4))
     assert run_sweep(grown, SweepRun(tmp_path, resume=True))["complete"] and grown.ran == [4]
+    assert json.loads(marker.read_text())["identity"] == cell_digest(experiment, experiment.cells()[1])  # upgraded
+    back = Squares()
+    assert run_sweep(back, SweepRun(tmp_path, resume=True))["complete"] and back.ran == []  # still counts
+    marker.write_text(json.dumps({**old, "plan": plan_digest(experiment.plan())}))
+    (tmp_path / "squares.json").unlink()  # no record: an older marker counts under the plan given
+    (tmp_path / "config.yaml").unlink()
+    again = Squares()
+    assert run_sweep(again, SweepRun(tmp_path, resume=True))["complete"] and again.ran == []
     marker.write_text(json.dumps({**old, "plan": "another"}))
     with pytest.raises(ValueError, match="n2/cell.json was written by a sweep of another plan"):
         run_sweep(Squares(), SweepRun(tmp_path, resume=True))

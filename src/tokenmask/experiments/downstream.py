@@ -283,39 +283,54 @@ def best_model(tuned: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any
     return {"name": best["name"], "folder": BEST_MODEL, "metric": metric, "value": value, "how": how}
 
 
-def keep_best_model(output: Path, study: Mapping[str, Any], *, keep_others: bool) -> Path:
+def keep_best_model(output: Path, study: Mapping[str, Any], *, keep_others: bool) -> dict[str, Any]:
     """Copy the best fine-tuned model (``study["best_model"]``) to ``OUTPUT/best-model``, its card
     saying how it was chosen and its ``tokenmask.json`` naming the cell; then remove the other
-    fine-tuned models unless ``keep_others`` (their results, metrics and plots stay).
+    fine-tuned models unless ``keep_others`` (their results, metrics and plots stay). Returns
+    what ``best-model`` holds, in ``study["best_model"]``'s form.
 
-    Done once per best cell: a study resumed after it finds it done, and one grown by more cells
-    replaces it only if a new cell did better (the old best's own copy is then gone, but
-    best-model held it). A resumed study whose plan dropped the kept model's cell keeps that
-    model, its notes naming it.
+    Done once per best cell: a study resumed after it finds it done, and one grown by more
+    cells replaces it when a new cell did better. When the best cell's own copy is gone (a
+    resumed study that dropped the kept model's cell, or a tie in another order), the model
+    kept stays, and what is returned says so.
     """
     from tokenmask.train.checkpoint import CARD_FILE, NOTES_FILE
 
-    best = study["best_model"]
+    best = dict(study["best_model"])
     target = output / BEST_MODEL
     cells = {cell["name"]: cell for cell in study["cells"]}
     source = output / finetune_folder(cells[best["name"]]) / "model"
     notes = target / NOTES_FILE
-    kept = json.loads(notes.read_text(encoding="utf-8")).get("cell") if notes.exists() else None
-    if source.is_dir() and kept != best["name"]:
+    kept = json.loads(notes.read_text(encoding="utf-8")) if notes.exists() else {}
+    if source.is_dir() and kept.get("name") != best["name"]:
         partial = output / f".{BEST_MODEL}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(source, partial)
         card = (partial / CARD_FILE).read_text(encoding="utf-8") if (partial / CARD_FILE).exists() else ""
-        chosen = f"## How this model was chosen\n\nBy `tokenmask study`: {best['how']}.\n\n"
-        (partial / CARD_FILE).write_text(with_section(card, chosen), encoding="utf-8")
-        (partial / NOTES_FILE).write_text(json.dumps({"cell": best["name"], "metric": best["metric"], "value": best["value"]}))
+        (partial / CARD_FILE).write_text(with_section(card, _chosen(best)), encoding="utf-8")
+        (partial / NOTES_FILE).write_text(json.dumps(best, indent=1), encoding="utf-8")
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
+        kept = best
+    elif kept.get("name") == best["name"] and kept != best:  # the same cell, best of more models now: say so
+        card = (target / CARD_FILE).read_text(encoding="utf-8")
+        (target / CARD_FILE).write_text(card.replace(_chosen(kept), _chosen(best)), encoding="utf-8")
+        notes.write_text(json.dumps(best, indent=1), encoding="utf-8")
+        kept = best
     if not keep_others:
         for cell in study["cells"]:
             if cell.get("role") == FINETUNE:
                 shutil.rmtree(output / finetune_folder(cell) / "model", ignore_errors=True)
-    return target
+    if kept and kept.get("name") != best["name"]:
+        value = f"{best['metric']} {best['value']:.4f}"
+        return {**kept, "how": f"{kept['how']}; kept from before: {best['name']} ({value}) scores as high or higher, "
+                "but its model was removed when the study first ended"}  # fmt: skip
+    return best
+
+
+def _chosen(best: Mapping[str, Any]) -> str:
+    """The model card's section on how the study chose ``best``."""
+    return f"## How this model was chosen\n\nBy `tokenmask study`: {best['how']}.\n\n"
 
 
 def with_section(card: str, section: str) -> str:

@@ -385,7 +385,7 @@ def seeds_for_narrow(sd: float, *, most: int = 1000) -> int | None:
 def _more_seeds(rows: Sequence[Mapping[str, Any]]) -> str:
     """``"; at the spread seen, about 12 seeds (continue with --resume --finetune-seeds 12) would bring every
     interval within ±1.5 points"``, from the widest-spread of ``rows``."""
-    needed = [seeds_for_narrow(r["paired"]["sd"]) for r in rows]
+    needed = [_seeds_needed(r) for r in rows]
     one = "it" if len(rows) == 1 else "every interval"
     if any(n is None for n in needed):
         return f"; at the spread seen, over a thousand seeds would bring {one} within ±{in_points(NARROW, sign=False)} points"
@@ -394,6 +394,14 @@ def _more_seeds(rows: Sequence[Mapping[str, Any]]) -> str:
         f"; at the spread seen, about {most} seeds (continue with --resume --finetune-seeds {most}) would bring {one} "
         f"within ±{in_points(NARROW, sign=False)} points"
     )
+
+
+def _seeds_needed(row: Mapping[str, Any]) -> int | None:
+    """The fine-tuning seeds that would narrow ``row``'s interval: :func:`seeds_for_narrow` counts
+    pairs, and without ``--init`` each fine-tuning seed gives one pair per pre-training seed."""
+    pairs = seeds_for_narrow(row["paired"]["sd"])
+    seeds = len({finetune_seed for _, finetune_seed in row["runs"]}) or 1
+    return None if pairs is None else max(2, math.ceil(pairs * seeds / max(row["paired"]["n"], 1)))
 
 
 def _counts(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -79,17 +79,33 @@ class RunPace:
 
 @dataclass(frozen=True)
 class Pace:
-    """The measured pace of a study's two kinds of run (``pretrain`` None when it has no pre-training to run)."""
+    """The measured pace of a study's two kinds of run (``pretrain`` None when it had no
+    pre-training to run; ``rate``: the masking rate the pre-training was measured at)."""
 
     pretrain: RunPace | None
     finetune: RunPace | None
+    rate: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pretrain": _as_dict(self.pretrain), "finetune": _as_dict(self.finetune)}
+        return {"pretrain": _as_dict(self.pretrain), "finetune": _as_dict(self.finetune), "rate": self.rate}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Pace:
-        return cls(*(RunPace(**data[kind]) if data.get(kind) else None for kind in ("pretrain", "finetune")))
+        pretrain, finetune = (RunPace(**data[kind]) if data.get(kind) else None for kind in ("pretrain", "finetune"))
+        return cls(pretrain, finetune, rate=data.get("rate"))
+
+    def covers(self, cells: Sequence[Cell]) -> bool:
+        """Whether this pace times every kind of run in ``cells``: fine-tuning, and pre-training
+        at a rate no higher than the one measured (a higher rate predicts more targets, so takes longer)."""
+        if any(c.coordinates.get("role") == FINETUNE for c in cells) and self.finetune is None:
+            return False
+        rates = [float(c.coordinates["rate"]) for c in _pretraining(cells)]
+        return not rates or (self.pretrain is not None and self.rate is not None and max(rates) <= self.rate)
+
+
+def _pretraining(cells: Sequence[Cell]) -> list[Cell]:
+    """The cells of ``cells`` that pre-train (neither fine-tunings nor baselines)."""
+    return [c for c in cells if c.coordinates.get("role") != FINETUNE and c.coordinates.get("strategy")]
 
 
 def _as_dict(pace: RunPace | None) -> dict[str, float] | None:
@@ -124,16 +140,16 @@ def cell_seconds(cell: Cell, config: PlannedStudy, pace: Pace) -> float:
 
 def forecast(config: PlannedStudy, data: CompareData | None, pending: Sequence[Cell], output: Path, *, plan: str) -> str:
     """:func:`forecast_line` for the ``pending`` cells, at the pace :func:`measure_pace` measures
-    here when the study first starts; kept in ``OUTPUT/pace.json`` with the plan's digest, and read
-    back by the study's resumes (a pace of another plan, left by a study refused at its start, is
-    measured again)."""
+    here when the study first starts; kept in ``OUTPUT/pace.json`` with the digest of the plan's
+    shared part, and read back by the study's resumes while it times every kind of run they have
+    left (:meth:`Pace.covers`: a grown study may add pre-training, or a higher rate). A pace of
+    another plan, left by a study refused at its start, is measured again."""
     from tokenmask.files import write_json
 
     path = output / PACE_FILE
     saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    if saved.get("plan") == plan:
-        pace = Pace.from_dict(saved)
-    else:
+    pace = Pace.from_dict(saved) if saved.get("plan") == plan else None
+    if pace is None or not pace.covers(pending):
         pace = measure_pace(config, data, pending)
         output.mkdir(parents=True, exist_ok=True)
         write_json(path, {"plan": plan, **pace.to_dict()})
@@ -168,9 +184,7 @@ def measure_pace(config: PlannedStudy, data: CompareData | None, cells: Sequence
     from tokenmask.train.logs import read_metrics
 
     pretraining = max(  # the highest rate: the sparse head predicts more targets there, the slowest cells
-        (c for c in cells if c.coordinates.get("role") != FINETUNE and c.coordinates["strategy"]),
-        key=lambda c: float(c.coordinates["rate"]),
-        default=None,
+        _pretraining(cells), key=lambda c: float(c.coordinates["rate"]), default=None
     )
     with tempfile.TemporaryDirectory(prefix="tokenmask-pace-") as folder:
         pretrain_pace = finetune_pace = None
@@ -182,7 +196,7 @@ def measure_pace(config: PlannedStudy, data: CompareData | None, cells: Sequence
             pretrain_pace = RunPace.of(read_metrics(Path(folder) / "pretrain"), time.perf_counter() - began)
         if data is not None and any(c.coordinates.get("role") == FINETUNE for c in cells):
             finetune_pace = _finetune_pace(config, data, Path(folder))
-    return Pace(pretrain_pace, finetune_pace)
+    return Pace(pretrain_pace, finetune_pace, rate=float(pretraining.coordinates["rate"]) if pretraining else None)
 
 
 def _probe(loop: LoopConfig) -> LoopConfig:

@@ -53,6 +53,7 @@ from tokenmask.experiments.study_grid import (
 from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
 from tokenmask.experiments.sweep import check_folder, run_sweep
 from tokenmask.experiments.tuning import SCORED_METRICS, tune_and_score
+from tokenmask.files import write_json
 from tokenmask.recipes.config import PretrainConfig, pretrain_config
 from tokenmask.settings import build, check, flatten, leaves, setting
 from tokenmask.train.config import LoopConfig
@@ -387,7 +388,10 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
             found.unlink(missing_ok=True)
         raise
     if study.get("best_model"):
-        keep_best_model(config.output, study, keep_others=config.downstream.keep_models)
+        held = keep_best_model(config.output, study, keep_others=config.downstream.keep_models)
+        if held != study["best_model"]:
+            study = {**study, "best_model": held}
+            write_json(config.output / STUDY_FILE, study)
     write_study_report(config.output)
     return study
 

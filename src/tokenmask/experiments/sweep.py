@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenmask.experiments.cells import read_marker, run_cells
+from tokenmask.experiments.cells import MARKER, read_marker, run_cells
 from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest, plan_digest, shared_plan
 from tokenmask.files import write_json
 from tokenmask.train.job import QuietReporter, Reporter
@@ -54,9 +54,13 @@ def run_sweep(
     output, cells = Path(run.output), experiment.cells()
     saved = check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
     loaded = experiment.load()
-    earlier, results = plan_digest(saved) if saved is not None else None, {}
+    earlier, results = plan_digest(saved if saved is not None else experiment.plan()), {}
     for cell in cells if run.continues else ():
-        done = read_marker(output / cell.folder, cell_digest(experiment, cell), earlier=earlier)
+        identity = cell_digest(experiment, cell)
+        done = read_marker(output / cell.folder, identity, earlier=earlier)
+        if done is not None and done.get("identity") != identity:  # an older marker: it counts from now on whatever the plan
+            done = {key: value for key, value in done.items() if key != "plan"} | {"identity": identity}
+            write_json(output / cell.folder / MARKER, done)
         if done is not None:
             results[cell.name] = done
     reporter.message(experiment.introduce(loaded, len(results)))
