@@ -127,6 +127,14 @@ def test_a_marker_from_before_cell_identities_counts_under_the_plan_it_was_writt
     (tmp_path / "config.yaml").unlink()
     again = Squares()
     assert run_sweep(again, SweepRun(tmp_path, resume=True))["complete"] and again.ran == []
+    third = tmp_path / "cells" / "n3" / MARKER  # an older marker in a cell the next plan leaves out
+    upgraded = {k: v for k, v in json.loads(third.read_text()).items() if k != "identity"}
+    third.write_text(json.dumps({**upgraded, "plan": plan_digest(experiment.plan())}))
+    marker.write_text(json.dumps({**old, "plan": plan_digest(experiment.plan())}))
+    fewer = Squares(numbers=(1, 2))
+    assert run_sweep(fewer, SweepRun(tmp_path, resume=True))["older_plans"] == [plan_digest(experiment.plan())]
+    back = Squares()
+    assert run_sweep(back, SweepRun(tmp_path, resume=True))["complete"] and back.ran == []  # n3 still counts
     marker.write_text(json.dumps({**old, "plan": "another"}))
     with pytest.raises(ValueError, match="n2/cell.json was written by a sweep of another plan"):
         run_sweep(Squares(), SweepRun(tmp_path, resume=True))

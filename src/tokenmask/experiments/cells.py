@@ -16,7 +16,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,12 +30,12 @@ MARKER = "cell.json"
 _LOCK = ".lock"
 
 
-def read_marker(folder: Path, identity: str, *, earlier: str | None = None) -> dict[str, Any] | None:
+def read_marker(folder: Path, identity: str, *, earlier: Collection[str] = ()) -> dict[str, Any] | None:
     """The result of the cell of ``identity`` (:func:`~tokenmask.experiments.plan.cell_digest`)
     finished in ``folder`` (``folder/cell.json``), or None if it has not finished.
 
-    ``earlier``: the digest of the whole plan the sweep was started with; a marker written
-    before markers carried the cell's identity carries that instead.
+    ``earlier``: the digests of the whole plans the sweep ran under; a marker written before
+    markers carried the cell's identity carries one of those instead.
 
     Raises:
         ValueError: the cell finished under other settings (a folder left by another sweep).
@@ -47,8 +47,8 @@ def read_marker(folder: Path, identity: str, *, earlier: str | None = None) -> d
         result = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:  # written atomically, so only a hand-edited file: run the cell again
         return None
-    expected = identity if "identity" in result else earlier  # an older marker carries the whole plan's digest
-    if expected is None or result.get("identity", result.get("plan")) != expected:
+    valid = result["identity"] == identity if "identity" in result else result.get("plan") in earlier
+    if not valid:
         raise ValueError(f"{path} was written by a sweep of another plan: choose another --output")
     return result
 

@@ -54,22 +54,24 @@ def run_sweep(
     output, cells = Path(run.output), experiment.cells()
     saved = check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
     loaded = experiment.load()
-    earlier, results = plan_digest(saved if saved is not None else experiment.plan()), {}
+    earlier, kept, results = _older_plans(output, experiment, saved), [], {}
     for cell in cells if run.continues else ():
         identity = cell_digest(experiment, cell)
         done = read_marker(output / cell.folder, identity, earlier=earlier)
         if done is not None and done.get("identity") != identity:  # an older marker: it counts from now on whatever the plan
             done = {key: value for key, value in done.items() if key != "plan"} | {"identity": identity}
             write_json(output / cell.folder / MARKER, done)
+            kept = earlier  # others may be in cells this plan leaves out, for a later resume to find
         if done is not None:
             results[cell.name] = done
+    kept = kept or earlier[:-1]  # those the record kept already
     reporter.message(experiment.introduce(loaded, len(results)))
     grown = plan_differences(saved, experiment.plan()) if saved is not None else ""
     if grown:
         left = len(cells) - len(results)
         reporter.message(f"the plan changed along its axes ({grown}): {left} cell{'s' * (left != 1)} to run")
     fresh = not (output / experiment.record_file).exists() or run.overwrite
-    record = _Record(output, experiment, cells, results)
+    record = _Record(output, experiment, cells, results, older_plans=kept)
     record.write()
     from tokenmask.train.runs import write_settings  # torch comes with it: not at import, which --help does
 
@@ -88,11 +90,26 @@ def run_sweep(
     return record.write()
 
 
-class _Record:
-    """``OUTPUT/<record>``: the plan, every cell in plan order (result or pending), the summary."""
+def _older_plans(output: Path, experiment: Experiment, saved: Mapping[str, Any] | None) -> list[str]:
+    """The digests of the whole plans a continued sweep ran under (its record keeps them as
+    ``older_plans``, the saved plan's last): markers written before markers carried the cell's
+    identity carry one of these. A sweep without a record: the plan given."""
+    if saved is None:
+        return [plan_digest(experiment.plan())]
+    kept = json.loads((output / experiment.record_file).read_text(encoding="utf-8")).get("older_plans", [])
+    return [*(d for d in kept if isinstance(d, str)), plan_digest(saved)]
 
-    def __init__(self, output: Path, experiment: Experiment, cells: Sequence[Cell], results: dict[str, dict[str, Any]]):
+
+class _Record:
+    """``OUTPUT/<record>``: the plan, every cell in plan order (result or pending), the summary,
+    and the plans whose older markers may still be in the folder."""
+
+    def __init__(
+        self, output: Path, experiment: Experiment, cells: Sequence[Cell], results: dict[str, dict[str, Any]], *,
+        older_plans: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         self.output, self.experiment, self.cells, self.results = output, experiment, cells, results
+        self.older_plans = list(dict.fromkeys(older_plans))
 
     def add(self, result: dict[str, Any]) -> None:
         self.results[result["name"]] = result
@@ -108,6 +125,8 @@ class _Record:
             **self.experiment.summary(finished),
             "cells": [self.results.get(cell.name) or {**cell.describe(), "status": "pending"} for cell in self.cells],
         }
+        if self.older_plans:
+            content["older_plans"] = self.older_plans
         write_json(self.output / self.experiment.record_file, content)
         return content
 
