@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tokenmask.experiments.downstream import DownstreamPlan
-from tokenmask.experiments.plan import cell_digest
+from tokenmask.experiments.plan import cell_digest, shared_part
 from tokenmask.experiments.study import StudyConfig, StudyExperiment, study_config
 from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS, StudyGrid
 from tokenmask.experiments.study_report import Spread, write_study_report
@@ -125,7 +125,7 @@ def test_a_folder_with_a_study_is_refused_without_resume_and_with_another_plan(t
     with pytest.raises(ValueError, match=r"--resume: .* holds a study of another plan \(settings \(max_steps\)\)"):
         check_folder(tmp_path, other, resume=True)
     grown = StudyExperiment(study_config({"output": str(tmp_path), "max_steps": 5, **GRID_SETTINGS, "rates": "0.15,0.3"}))
-    assert check_folder(tmp_path, grown, resume=True) == study.plan()  # another rate: an axis grows
+    assert check_folder(tmp_path, grown, resume=True)["plan"] == study.plan()  # another rate: an axis grows
     (tmp_path / "study.json").unlink()
     (tmp_path / "config.yaml").write_text("lr: 1")
     with pytest.raises(ValueError, match="holds a single run or another experiment, not a study"):
@@ -138,9 +138,9 @@ def test_a_resumed_study_may_add_fine_tuning_seeds_and_budgets_but_not_fractions
     (tmp_path / "study.json").write_text(json.dumps({"plan": tuned.plan(), "cells": []}))
     more = replace(BUILTIN, label_budgets=(100, 300), finetune_seeds=5, augment_rates=(0.0, 0.1))
     grown = StudyExperiment(StudyConfig(base=base.base, grid=base.grid, downstream=more))
-    assert check_folder(tmp_path, grown, resume=True) == tuned.plan()
-    kept = {cell.name: cell_digest(tuned, cell) for cell in tuned.cells()}
-    assert all(cell_digest(grown, cell) == kept[cell.name] for cell in grown.cells() if cell.name in kept)
+    assert check_folder(tmp_path, grown, resume=True)["plan"] == tuned.plan()
+    kept = {cell.name: cell_digest(shared_part(tuned), cell) for cell in tuned.cells()}
+    assert all(cell_digest(shared_part(grown), cell) == kept[cell.name] for cell in grown.cells() if cell.name in kept)
     assert len(kept) < len(grown.cells()) and set(kept) <= {cell.name for cell in grown.cells()}
     curve = replace(BUILTIN, label_budgets=(100,), pretrain_fractions=(0.5, 1.0))
     with pytest.raises(ValueError, match=r"another plan \(finetune \(pretrain_fractions\)\)"):

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tokenmask.experiments.cells import MARKER, read_marker
-from tokenmask.experiments.plan import Axis, Cell, SweepRun, cell_digest, cross, plan_digest, shared_plan
+from tokenmask.experiments.plan import Axis, Cell, SweepRun, cell_digest, cross, plan_digest, shared_part, shared_plan
 from tokenmask.experiments.sweep import run_sweep
 
 
@@ -80,7 +80,7 @@ def test_a_sweep_runs_every_cell_and_records_them(tmp_path):
     assert [c["square"] for c in record["cells"]] == [1, 4, 9] and experiment.ran == [1, 2, 3]
     assert json.loads((tmp_path / "squares.json").read_text()) == record
     marker = json.loads((tmp_path / "cells" / "n2" / MARKER).read_text())
-    assert marker == record["cells"][1] and marker["identity"] == cell_digest(experiment, experiment.cells()[1])
+    assert marker == record["cells"][1] and marker["identity"] == cell_digest(shared_part(experiment), experiment.cells()[1])
     assert yaml.safe_load((tmp_path / "config.yaml").read_text()) == {"numbers": [1, 2, 3], "resume": True}
 
 
@@ -119,7 +119,7 @@ def test_a_marker_from_before_cell_identities_counts_under_the_plan_it_was_writt
     marker.write_text(json.dumps({**old, "plan": plan_digest(experiment.plan())}))
     grown = Squares(numbers=(1, 2, 3, 4))
     assert run_sweep(grown, SweepRun(tmp_path, resume=True))["complete"] and grown.ran == [4]
-    assert json.loads(marker.read_text())["identity"] == cell_digest(experiment, experiment.cells()[1])  # upgraded
+    assert json.loads(marker.read_text())["identity"] == cell_digest(shared_part(experiment), experiment.cells()[1])  # upgraded
     back = Squares()
     assert run_sweep(back, SweepRun(tmp_path, resume=True))["complete"] and back.ran == []  # still counts
     marker.write_text(json.dumps({**old, "plan": plan_digest(experiment.plan())}))

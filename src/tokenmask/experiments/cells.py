@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest
+from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest, shared_part
 from tokenmask.files import write_json
 from tokenmask.train.job import QuietReporter, Reporter
 
@@ -69,7 +69,7 @@ def run_cell(
             **result,
             "minutes": minutes,
             "status": "finished",
-            "identity": cell_digest(experiment, cell),
+            "identity": cell_digest(shared_part(experiment), cell),
         }
         write_json(folder / MARKER, result)
     return result

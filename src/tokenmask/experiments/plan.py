@@ -197,11 +197,15 @@ def shared_plan(plan: Mapping[str, Any], growing: Sequence[Sequence[str]]) -> di
     return shared
 
 
-def cell_digest(experiment: Experiment, cell: Cell) -> str:
+def shared_part(experiment: Experiment) -> dict[str, Any]:
+    """``experiment``'s plan without its ``growing`` entries (:func:`shared_plan`)."""
+    return shared_plan(experiment.plan(), experiment.growing)
+
+
+def cell_digest(shared: Mapping[str, Any], cell: Cell) -> str:
     """What a finished cell's marker carries: the digest of its coordinates and the plan's
-    shared part (:func:`shared_plan`). It stays valid while both do, so a resumed sweep may
+    ``shared`` part (:func:`shared_part`). It stays valid while both do, so a resumed sweep may
     grow an axis (three more seeds) and keep every cell already finished."""
-    shared = shared_plan(experiment.plan(), experiment.growing)
     return plan_digest({"plan": shared, "cell": dict(cell.coordinates)})
 
 

@@ -38,7 +38,7 @@ from tokenmask.experiments.downstream import (
     source_model,
 )
 from tokenmask.experiments.downstream_stats import FINETUNE
-from tokenmask.experiments.plan import RUN_KEYS, Cell, Coordinates, SweepRun, plan_digest, replayable, shared_plan
+from tokenmask.experiments.plan import RUN_KEYS, Cell, Coordinates, SweepRun, plan_digest, replayable, shared_part
 from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
@@ -255,11 +255,7 @@ class StudyExperiment:
         """How long the pending cells will take (:func:`tokenmask.experiments.pace.forecast`; ``""`` with ``--no-estimate``)."""
         from tokenmask.experiments.pace import forecast
 
-        return (
-            forecast(self.config, loaded, pending, output, plan=plan_digest(shared_plan(self.plan(), GROWING)))
-            if self.config.estimate
-            else ""
-        )
+        return forecast(self.config, loaded, pending, output, plan=plan_digest(shared_part(self))) if self.config.estimate else ""
 
     def run_cell(
         self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: CompareData | None, resume: bool, command: str | None

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmask.experiments.cells import MARKER, read_marker, run_cells
-from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest, plan_digest, shared_plan
+from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest, plan_digest, shared_part, shared_plan
 from tokenmask.files import write_json
 from tokenmask.train.job import QuietReporter, Reporter
 
@@ -52,26 +52,26 @@ def run_sweep(
         Interrupted: SIGINT or SIGTERM (the running cells saved a checkpoint first).
     """
     output, cells = Path(run.output), experiment.cells()
-    saved = check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
+    continued = check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
     loaded = experiment.load()
-    earlier, kept, results = _older_plans(output, experiment, saved), [], {}
+    shared, earlier, older, results = shared_part(experiment), _older_plans(experiment, continued), [], {}
     for cell in cells if run.continues else ():
-        identity = cell_digest(experiment, cell)
+        identity = cell_digest(shared, cell)
         done = read_marker(output / cell.folder, identity, earlier=earlier)
         if done is not None and done.get("identity") != identity:  # an older marker: it counts from now on whatever the plan
             done = {key: value for key, value in done.items() if key != "plan"} | {"identity": identity}
             write_json(output / cell.folder / MARKER, done)
-            kept = earlier  # others may be in cells this plan leaves out, for a later resume to find
+            older = earlier  # others may be in cells this plan leaves out, for a later resume to find
         if done is not None:
             results[cell.name] = done
-    kept = kept or earlier[:-1]  # those the record kept already
+    older = older or earlier[:-1]  # those the record kept already
     reporter.message(experiment.introduce(loaded, len(results)))
-    grown = plan_differences(saved, experiment.plan()) if saved is not None else ""
+    grown = plan_differences(continued["plan"], experiment.plan()) if continued is not None else ""
     if grown:
         left = len(cells) - len(results)
         reporter.message(f"the plan changed along its axes ({grown}): {left} cell{'s' * (left != 1)} to run")
     fresh = not (output / experiment.record_file).exists() or run.overwrite
-    record = _Record(output, experiment, cells, results, older_plans=kept)
+    record = _Record(output, experiment, cells, results, older_plans=older)
     record.write()
     from tokenmask.train.runs import write_settings  # torch comes with it: not at import, which --help does
 
@@ -90,14 +90,14 @@ def run_sweep(
     return record.write()
 
 
-def _older_plans(output: Path, experiment: Experiment, saved: Mapping[str, Any] | None) -> list[str]:
+def _older_plans(experiment: Experiment, continued: Mapping[str, Any] | None) -> list[str]:
     """The digests of the whole plans a continued sweep ran under (its record keeps them as
     ``older_plans``, the saved plan's last): markers written before markers carried the cell's
     identity carry one of these. A sweep without a record: the plan given."""
-    if saved is None:
+    if continued is None:
         return [plan_digest(experiment.plan())]
-    kept = json.loads((output / experiment.record_file).read_text(encoding="utf-8")).get("older_plans", [])
-    return [*(d for d in kept if isinstance(d, str)), plan_digest(saved)]
+    kept = continued.get("older_plans", [])
+    return [*(d for d in kept if isinstance(d, str)), plan_digest(continued["plan"])]
 
 
 class _Record:
@@ -132,8 +132,8 @@ class _Record:
 
 
 def check_folder(output: Path, experiment: Experiment, *, resume: bool, overwrite: bool = False) -> dict[str, Any] | None:
-    """Refuse a folder the sweep must not write to; nothing is changed. Returns the plan of the
-    sweep ``output`` holds, which ``experiment`` continues (None: it starts afresh).
+    """Refuse a folder the sweep must not write to; nothing is changed. Returns the record of
+    the sweep ``output`` holds, which ``experiment`` continues (None: it starts afresh).
 
     Raises:
         ValueError: ``output`` holds a single run or another kind of sweep (a ``config.yaml``
@@ -150,19 +150,18 @@ def check_folder(output: Path, experiment: Experiment, *, resume: bool, overwrit
     if not resume:
         raise ValueError(f"{output} already holds a {experiment.kind}: pass --resume to continue it, or choose another --output")
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))["plan"]
-        if not isinstance(saved, dict):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record["plan"], dict):
             raise TypeError
     except (json.JSONDecodeError, KeyError, TypeError):
         raise ValueError(f"{path} is not a {experiment.kind} record: choose another --output") from None
-    growing = experiment.growing
-    differences = plan_differences(shared_plan(saved, growing), shared_plan(experiment.plan(), growing))
+    differences = plan_differences(shared_plan(record["plan"], experiment.growing), shared_part(experiment))
     if differences:
         raise ValueError(
             f"--resume: {output} holds a {experiment.kind} of another plan ({differences}): "
             "rerun with its settings, or choose another --output"
         )
-    return saved
+    return record
 
 
 def plan_differences(saved: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
