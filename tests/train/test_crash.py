@@ -1,5 +1,8 @@
 """Crashes: a pre-training killed (SIGKILL) at random moments and resumed each time ends bit-identical.
 
+Both objectives: masked LM, and replaced-token detection (whose generator samples and whose
+second model must come back exactly too).
+
 The runs go through the command line in subprocesses, as a preemption script would drive
 them: every start of the killed run passes ``--resume`` (the first one finds no run yet).
 """
@@ -14,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -23,10 +27,13 @@ STEPS = 40  # of 4 blocks of 32 tokens: corpus_and_tokenizer (conftest.py) has 1
 KILLS = 3  # each start costs ~10 s of imports on 2 cores: the test's time is mostly starts
 
 
-def command(corpus: Path, tokenizer: Path, output: Path) -> list[str]:
+OBJECTIVES = {"mlm": ["--preset", "bert-tiny"], "rtd": ["--preset", "electra-tiny", "--objective", "rtd"]}
+
+
+def command(corpus: Path, tokenizer: Path, output: Path, objective: str = "mlm") -> list[str]:
     return [
         sys.executable, "-m", "tokenmask", "pretrain", str(corpus), "--output", str(output),
-        "--tokenizer", str(tokenizer), "--preset", "bert-tiny", "--max-steps", str(STEPS), "--save-every", "3",
+        "--tokenizer", str(tokenizer), *OBJECTIVES[objective], "--max-steps", str(STEPS), "--save-every", "3",
         "--eval-every", "10", "--batch-size", "4", "--max-length", "32", "--cpu", "--no-demo", "--seed", "7",
         "--no-cache",  # the runs go side by side: no shared block cache to race on
     ]  # fmt: skip
@@ -64,7 +71,8 @@ def records(output: Path) -> list[dict]:
     return [json.loads(line) for line in (output / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def test_killed_and_resumed_run_ends_bit_identical(corpus_and_tokenizer, tmp_path):
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_killed_and_resumed_run_ends_bit_identical(corpus_and_tokenizer, tmp_path, objective):
     corpus, tokenizer = corpus_and_tokenizer
     env, rng, cut = environment(), random.Random(2024), tmp_path / "cut"
     running: list[subprocess.Popen] = []
@@ -75,10 +83,10 @@ def test_killed_and_resumed_run_ends_bit_identical(corpus_and_tokenizer, tmp_pat
         return running[-1]
 
     try:
-        whole = start(command(corpus, tokenizer, tmp_path / "whole"), "whole")  # side by side with the killed one
+        whole = start(command(corpus, tokenizer, tmp_path / "whole", objective), "whole")  # side by side with the killed one
         kills, reached = [], 0
         for attempt in range(KILLS):
-            process = start([*command(corpus, tokenizer, cut), "--resume"], f"cut-{attempt}")
+            process = start([*command(corpus, tokenizer, cut, objective), "--resume"], f"cut-{attempt}")
             # run past every step logged before (so each start makes progress), then die at a random moment
             target, deadline = reached + rng.randint(1, 8), time.monotonic() + 300
             while logged_steps(cut) < target and process.poll() is None and time.monotonic() < deadline:
@@ -89,7 +97,7 @@ def test_killed_and_resumed_run_ends_bit_identical(corpus_and_tokenizer, tmp_pat
                 kills.append(logged_steps(cut))
             process.wait(timeout=60)
             reached = max(reached, logged_steps(cut))
-        last = start([*command(corpus, tokenizer, cut), "--resume"], f"cut-{KILLS}")
+        last = start([*command(corpus, tokenizer, cut, objective), "--resume"], f"cut-{KILLS}")
         assert last.wait(timeout=300) == 0, (tmp_path / f"cut-{KILLS}.log").read_text()
         assert whole.wait(timeout=300) == 0, (tmp_path / "whole.log").read_text()
     finally:
@@ -102,14 +110,17 @@ def test_killed_and_resumed_run_ends_bit_identical(corpus_and_tokenizer, tmp_pat
     assert "holds no checkpoint yet: starting from the beginning" in outputs[0]
     assert any("resuming from" in text for text in outputs[1:]), outputs
 
-    expected, got = load_file(tmp_path / "whole" / "model" / "model.safetensors"), load_file(cut / "model" / "model.safetensors")
-    assert expected.keys() == got.keys()
-    for name, tensor in expected.items():
-        assert torch.equal(tensor, got[name]), f"{name} differs after kills at steps {kills}"
+    for folder in ("model", "generator") if objective == "rtd" else ("model",):
+        expected = load_file(tmp_path / "whole" / folder / "model.safetensors")
+        got = load_file(cut / folder / "model.safetensors")
+        assert expected.keys() == got.keys()
+        for name, tensor in expected.items():
+            assert torch.equal(tensor, got[name]), f"{folder}: {name} differs after kills at steps {kills}"
     training = [(r["step"], r["loss"]) for r in records(cut) if "loss" in r]
     assert [step for step, _ in training] == list(range(1, STEPS + 1))  # each step once, in order
     assert training == [(r["step"], r["loss"]) for r in records(tmp_path / "whole") if "loss" in r]
-    evaluations = [(r["step"], r["eval_loss"]) for r in records(cut) if "eval_loss" in r]
-    assert evaluations == [(r["step"], r["eval_loss"]) for r in records(tmp_path / "whole") if "eval_loss" in r]
-    assert [step for step, _ in evaluations] == [0, 10, 20, 30, 40]
+    scores = ("eval_loss", "eval_detector_accuracy", "eval_detector_recall") if objective == "rtd" else ("eval_loss",)
+    evaluations = [(r["step"], *(r[k] for k in scores)) for r in records(cut) if "eval_loss" in r]
+    assert evaluations == [(r["step"], *(r[k] for k in scores)) for r in records(tmp_path / "whole") if "eval_loss" in r]
+    assert [step for step, *_ in evaluations] == [0, 10, 20, 30, 40]
     assert not list(cut.glob("**/.*partial*")) and not list(cut.glob("**/.*previous*"))

@@ -105,7 +105,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         return 0
     print(
         f"trained {result.steps:,} steps on {result.tokens:,} tokens in {result.seconds / 60:.1f} min; "
-        f"model in {result.output}/model; metrics in {result.output}/metrics.jsonl and metrics.png"
+        f"model in {result.output}/model{' (the discriminator; the generator in generator)' * (config.objective == 'rtd')}; "
+        f"metrics in {result.output}/metrics.jsonl and metrics.png"
     )
     if not config_from(Demo, args).no_demo:
         print_fill_demo(demo_fill_mask(config, result.output), demo_lines(config))

@@ -24,6 +24,7 @@ from tokenmask.masking.config import (
     Strategy,
     UnitConfig,
 )
+from tokenmask.masking.replaced import replacement_noise
 from tokenmask.text.token_tables import tables_from_tokenizer
 
 _DEFAULTS = MaskingConfig()
@@ -156,6 +157,7 @@ class MaskingCollator:
         protected_ids: Iterable[int] = (),
         replace_counts: np.ndarray | None = None,
         device: str | torch.device | None = None,
+        replacement_noise: bool = False,
     ) -> MaskingCollator:
         """A collator with the settings of a typed :class:`~tokenmask.masking.MaskingConfig`.
 
@@ -166,12 +168,17 @@ class MaskingCollator:
             masking = MaskingConfig(units=UnitConfig(strategy="span"))
             collator = MaskingCollator.from_config(tokenizer, masking, seed=0)
 
+        ``replacement_noise`` adds a ``replacement_noise`` ``(B, T)`` float64 tensor to each
+        batch: the uniforms a replaced-token-detection generator samples its replacements with
+        (:func:`~tokenmask.masking.replaced.replacement_noise`), keyed like the masks.
+
         Raises:
             ValueError: ``pad_to_multiple_of`` below 1, or a tokenizer without a mask token.
         """
         collator = cls.__new__(cls)
         collator._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts, device)
         collator.return_tensors = "pt"
+        collator.replacement_noise = replacement_noise
         return collator
 
     def _setup(
@@ -193,6 +200,7 @@ class MaskingCollator:
         self.seed = int(seed)
         self.epoch = 0
         self.device = None if device is None else torch.device(device)
+        self.replacement_noise = False
 
     def set_epoch(self, epoch: int) -> None:
         """Use the masks of ``epoch`` in :meth:`__call__` from now on (dynamic masking)."""
@@ -222,12 +230,17 @@ class MaskingCollator:
             examples' other keys (see :func:`tokenmask.collate.pad.collate_extras`).
         """
         batch, masked = self.mask(features, epoch=epoch, mlm_probability=mlm_probability)
+        device = masked.input_ids.device
         out = {
             **batch.extras,
             "input_ids": masked.input_ids,
-            "attention_mask": torch.from_numpy(batch.attention_mask).to(masked.input_ids.device),
+            "attention_mask": torch.from_numpy(batch.attention_mask).to(device),
             "labels": masked.labels,
         }
+        if self.replacement_noise:
+            width = batch.input_ids.shape[1]
+            noise = replacement_noise(batch.example_ids, width, seed=self.seed, epoch=epoch)
+            out["replacement_noise"] = torch.from_numpy(noise).to(device)
         return on_tokenizer_side(out, batch.lengths, self.tokenizer)
 
     def mask(

@@ -30,6 +30,7 @@ class Stream(IntEnum):
     SELECT = 1  # per token: low 32 bits = selection key, high 32 bits = mask/random/keep choice
     REPLACE = 2  # which replacement token a random-replaced target gets
     UNIT_LENGTH = 3  # span / n-gram lengths
+    SAMPLE = 4  # the uniform a replaced-token-detection generator samples a target's replacement with
 
 
 def _mix_int(z: int) -> int:

@@ -23,6 +23,7 @@ from tokenmask.train.config import LoopConfig
 from tokenmask.train.presets import PRESETS
 
 EvalMasking = Literal["own", "common"]
+Objective = Literal["mlm", "rtd"]
 
 COMMON_EVAL_MASKING = MaskingConfig()
 """The masking of ``eval_masking="common"`` (at the run's ``eval_mlm_probability``): token-level,
@@ -90,12 +91,30 @@ class PretrainConfig:
         "none = 2 on a GPU, where collating beside the step pays, and 0 on a CPU, whose cores train)",
         ge=0,
     )
+    objective: Objective = setting(
+        "mlm",
+        help="what pre-training learns: 'mlm' = masked-LM at the targets; 'rtd' = replaced-token detection (ELECTRA): a "
+        "narrower generator fills the targets with samples and the model learns at every token which were replaced "
+        "(an electra preset, from scratch; OUTPUT/model is the discriminator, OUTPUT/generator the masked LM)",
+    )
+    rtd_weight: float = setting(
+        50.0,
+        help="replaced-token detection: weight of the discriminator's loss per token against the generator's per target (ELECTRA's lambda)",
+        gt=0.0,
+    )
+    generator_share: float = setting(
+        0.25,
+        help="replaced-token detection: the generator's width as a share of the discriminator's, the same depth",
+        gt=0.0,
+        le=1.0,
+    )
 
     def __post_init__(self) -> None:
         check(self)
         if self.preset not in PRESETS:  # Python callers are not held to the command line's choices
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         _check_streamable(self)
+        _check_objective(self)
         object.__setattr__(self, "loop", self.loop.with_default_limit())  # frozen: the one resolved default
 
     def with_loop(self, **changes: Any) -> PretrainConfig:
@@ -111,6 +130,19 @@ def _check_streamable(config: PretrainConfig) -> None:
             "strategy 'pmi' finds its n-grams in a pass over the corpus, which --streaming and hf: corpora skip: "
             "use another strategy, or local files without --streaming"
         )
+
+
+def _check_objective(config: PretrainConfig) -> None:
+    """Replaced-token detection trains ELECTRA's classes from scratch, uncompiled (for now)."""
+    if config.objective != "rtd":
+        return
+    if config.init:
+        raise ValueError("--objective rtd trains from scratch: continuing from --init is not supported with it yet")
+    if PRESETS[config.preset].family != "electra":
+        electra = ", ".join(name for name, preset in PRESETS.items() if preset.family == "electra")
+        raise ValueError(f"--objective rtd trains ELECTRA's classes: choose --preset {electra} (not {config.preset})")
+    if config.loop.compile:
+        raise ValueError("--compile is not supported with --objective rtd yet")
 
 
 CONTINUED_LOOP = LoopConfig(lr=1e-3, head_warmup_steps=30, layer_decay=0.8)

@@ -8,8 +8,9 @@ the rest.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +22,20 @@ from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.recipes.config import COMMON_EVAL_MASKING, PretrainConfig, resumed_hub
+from tokenmask.recipes.detection import detector_metrics, detector_model, place_generator, replaced_collator
 from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline, warmup_length
 from tokenmask.recipes.pretrain_data import check_maskable, pretrain_data, rate_schedule
 from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
 from tokenmask.text.tokenizer import tokenizer_commit
+from tokenmask.train.detector import ReplacedTokenDetector, detection_loss_sum
 from tokenmask.train.heads import head_support
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.loop import train
 from tokenmask.train.models import Checkpoint, load_model_with_notes, paired_tokenizer, resolve_checkpoint
 from tokenmask.train.presets import build_model
-from tokenmask.train.step import mlm_loss_sum
+from tokenmask.train.step import LossFunction, mlm_loss_sum
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
 
@@ -58,11 +61,18 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, co
     """
     config, start = pin_revision(config)
     reporter.message(describe(config))
+    generator_cards: list[Callable[[TrainResult], str]] = []
 
     def build(checkpoint: Path | None, shard: Shard) -> Job:
-        return _job(config, start, checkpoint, shard, reporter if shard.is_main else QuietReporter(), command)
+        job, card = _job(config, start, checkpoint, shard, reporter if shard.is_main else QuietReporter(), command)
+        if card is not None:
+            generator_cards.append(card)
+        return job
 
-    return train(config.loop, build, reporter, settings=flatten(config))
+    result = train(config.loop, build, reporter, settings=flatten(config))
+    if generator_cards:
+        place_generator(Path(config.loop.output), generator_cards[-1](result))
+    return result
 
 
 def pin_revision(config: PretrainConfig) -> tuple[PretrainConfig, Checkpoint | None]:
@@ -87,11 +97,13 @@ def pin_revision(config: PretrainConfig) -> tuple[PretrainConfig, Checkpoint | N
 
 
 def demo_fill_mask(config: PretrainConfig, output: str | Path):
-    """A fill-mask pipeline on the model a run wrote to ``output``/model, opened as the run opened
-    its start (repository code only with ``trust_remote_code``): for the demo after training."""
+    """A fill-mask pipeline on the model a run wrote to ``output``/model (``output``/generator for
+    replaced-token detection), opened as the run opened its start (repository code only with
+    ``trust_remote_code``): for the demo after training."""
     from tokenmask.use.fill import load_fill_mask
 
-    return load_fill_mask(Path(output) / "model", hub=replace(config.hub, revision=None))
+    masked_lm = "generator" if config.objective == "rtd" else "model"  # a discriminator fills no masks
+    return load_fill_mask(Path(output) / masked_lm, hub=replace(config.hub, revision=None))
 
 
 def demo_lines(config: PretrainConfig, count: int = 6) -> list[str]:
@@ -111,6 +123,11 @@ def describe(config: PretrainConfig) -> str:
     scratch (lr 0.002, batch 8); stops at 9 min``.
     """
     loop = config.loop
+    if config.objective == "rtd":
+        return (
+            f"pre-training {config.preset} from scratch by replaced-token detection (a generator {config.generator_share:g} "
+            f"as wide, discriminator weight {config.rtd_weight:g}; lr {loop.lr:g}, batch {loop.batch_size}); {loop.describe_limits()}"
+        )
     if not config.init:
         return f"pre-training {config.preset} from scratch (lr {loop.lr:g}, batch {loop.batch_size}); {loop.describe_limits()}"
     warmup = f"head-only warm-up {loop.head_warmup_steps} steps" if loop.head_warmup_steps else "no head-only warm-up"
@@ -154,13 +171,19 @@ def _job(
     shard: Shard,
     reporter: Reporter,
     command: str | None,
-) -> Job:
+) -> tuple[Job, Callable[[TrainResult], str] | None]:
+    """The run's job, and the card of its generator (replaced-token detection; else None)."""
     loop = config.loop
     tokenizer = paired_tokenizer(start, config.tokenizer, hub=config.hub)
     require_mask_token(tokenizer)
     notes: tuple[str, ...] = ()
     source = checkpoint if checkpoint is not None else start  # a resumed run loads its checkpoint
-    if source is not None:
+    detecting = config.objective == "rtd"
+    collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed, replacement_noise=detecting)
+    model: torch.nn.Module
+    if detecting:
+        model = detector_model(config, collator.vocab, pad_token_id=tokenizer.pad_token_id, checkpoint=checkpoint)
+    elif source is not None:
         # a resumed run's checkpoint is a local folder: no revision, the same permission to run code
         loaded = load_model_with_notes(
             source, vocab_size=len(tokenizer), max_length=config.blocks.max_length, hub=replace(config.hub, revision=None)
@@ -170,11 +193,11 @@ def _job(
         model = build_model(
             config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
         )
-    notes = (*notes, head_support(model).note)  # says so when a family's head is unknown: slower, not wrong
+    masked_lm = model.generator if isinstance(model, ReplacedTokenDetector) else model
+    notes = (*notes, ("generator's " if detecting else "") + head_support(masked_lm).note)  # slower, not wrong, if unknown
     phrases = load_phrases(config.corpus, tokenizer, config.masking.units, reading=config.reading, blocks=config.blocks)
     if phrases is not None:
         notes = (f"masked as units: {len(phrases.terms):,} terms, {len(phrases.ngrams):,} PMI n-grams", *notes)
-    collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed)
     data = pretrain_data(config, tokenizer, collator, shard, phrases=phrases)
     for line in (data.report, *notes):
         reporter.message(line)
@@ -187,12 +210,17 @@ def _job(
     baseline = unigram_baseline(eval_collator.collate(chunk, epoch=0) for chunk in batched(evaluation_blocks, loop.batch_size))
     guard = PlateauGuard(baseline, token=token_text(tokenizer, baseline.token_id), from_init=bool(config.init), lr=loop.lr)
 
+    detector_collator = replaced_collator(tokenizer, scored.masking, seed=scored.seed) if detecting else None
+
     def evaluate(model: torch.nn.Module, step: int, horizon: int | None) -> dict[str, Any]:
         device = next(model.parameters()).device
-        metrics = evaluate_mlm(model, evaluation_blocks, eval_collator, batch_size=loop.batch_size, device=device).as_dict()
+        scored_lm = model.generator if isinstance(model, ReplacedTokenDetector) else model
+        metrics = evaluate_mlm(scored_lm, evaluation_blocks, eval_collator, batch_size=loop.batch_size, device=device).as_dict()
         if own_collator is not None:
-            own = evaluate_mlm(model, evaluation_blocks, own_collator, batch_size=loop.batch_size, device=device)
+            own = evaluate_mlm(scored_lm, evaluation_blocks, own_collator, batch_size=loop.batch_size, device=device)
             metrics.update({f"own_{name}": value for name, value in own.as_dict().items()})
+        if isinstance(model, ReplacedTokenDetector) and detector_collator is not None:
+            metrics.update(detector_metrics(model, evaluation_blocks, detector_collator, batch_size=loop.batch_size))
         warmup = warmup_length(loop.head_warmup_steps, loop.warmup, horizon)
         warning = guard.observe(step, accuracy=metrics["accuracy"], loss=metrics["loss"], warmup_steps=warmup)
         if warning is not None:
@@ -207,8 +235,10 @@ def _job(
     def batches(skip: int, horizon: int | None) -> Iterator[dict[str, Any]]:
         return data.batches(skip, horizon, next(model.parameters()).device)
 
-    return Job(
-        model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=mlm_loss_sum, before_step=before_step,
+    loss: LossFunction = partial(detection_loss_sum, weight=config.rtd_weight) if detecting else mlm_loss_sum
+    job = Job(
+        model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=loss, before_step=before_step,
         card=pretrain_card(config, data, command), position=data.position,
-        follows_horizon=config.mlm_probability_end is not None,
+        follows_horizon=config.mlm_probability_end is not None, per_token_loss=detecting,
     )  # fmt: skip
+    return job, (pretrain_card(config, data, command, part="generator") if detecting else None)

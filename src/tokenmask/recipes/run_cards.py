@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tokenmask.labelled.align import FinetuneData
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
@@ -19,26 +19,58 @@ from tokenmask.train.card import model_card
 from tokenmask.train.job import TrainResult
 
 
-def pretrain_card(config: PretrainConfig, data: PretrainData, command: str | None) -> Callable[[TrainResult], str]:
-    """``result -> README.md`` of OUTPUT/model: command, start, data, steps, tokens, final fixed-mask metrics."""
+def pretrain_card(
+    config: PretrainConfig, data: PretrainData, command: str | None, *, part: Literal["model", "generator"] = "model"
+) -> Callable[[TrainResult], str]:
+    """``result -> README.md`` of OUTPUT/model: command, start, data, steps, tokens, final fixed-mask metrics.
+
+    A replaced-token-detection run has two: OUTPUT/model, the discriminator (its scores at fixed
+    replacements), and ``part="generator"``, OUTPUT/generator (its fixed-mask scores); each says
+    what the other is.
+    """
     start = (
         f"the checkpoint {config.init}{_at(config.hub.revision)}" if config.init else f"a new {config.preset} (random weights)"
+    )
+    detecting = config.objective == "rtd"
+    masks = (
+        f"on {len(data.evaluation):,} {data.scored_on} blocks at fixed masks ({config.eval_mlm_probability:.0%} of tokens "
+        f"selected{_COMMON * (config.eval_masking == 'common')}, the same masks at every evaluation)"
     )
 
     def card(result: TrainResult) -> str:
         final = result.evaluations[-1]
+        scores = {k[len("eval_") :]: v for k, v in final.items() if k.startswith("eval_")}
+        if detecting and part == "model":
+            metrics = {k[len("detector_") :]: v for k, v in scores.items() if k.startswith("detector_")}
+            evaluation = (
+                f"At step {final['step']:,}, {masks[3:]}, each target replaced by a random token: whether the "
+                "discriminator calls each real token replaced (precision and recall on the replaced ones)"
+            )
+        else:
+            metrics = {k: v for k, v in scores.items() if not k.startswith("detector_")}
+            evaluation = f"At step {final['step']:,}, {masks}"
         return model_card(
-            pipeline_tag="fill-mask", command=command, start=start, data=data.summary, steps=result.steps, tokens=result.tokens,
-            metrics={k[len("eval_") :]: v for k, v in final.items() if k.startswith("eval_")},
-            evaluation=(
-                f"At step {final['step']:,}, on {len(data.evaluation):,} {data.scored_on} blocks at fixed masks "
-                f"({config.eval_mlm_probability:.0%} of tokens selected{_COMMON * (config.eval_masking == 'common')}, "
-                "the same masks at every evaluation)"
-            ),
-            path=str(Path(config.loop.output) / "model"), base_model=config.init, from_hub=config.hub.revision is not None,
+            pipeline_tag="feature-extraction" if detecting and part == "model" else "fill-mask", command=command,
+            start=start, data=data.summary, steps=result.steps, tokens=result.tokens, metrics=metrics, evaluation=evaluation,
+            path=str(Path(config.loop.output) / part), base_model=config.init, from_hub=config.hub.revision is not None,
+            about=_DETECTOR_PARTS[part] if detecting else "",
         )  # fmt: skip
 
     return card
+
+
+_DETECTOR_PARTS = {
+    "model": (
+        "The discriminator of a replaced-token detection run (ELECTRA): an `ElectraForPreTraining` that learned, at "
+        "every token, whether a generator had replaced it. Fine-tune it (`tokenmask finetune --model` this folder, or "
+        "`AutoModelForSequenceClassification` / `AutoModelForTokenClassification`, which add a new head). The run's "
+        "generator, a masked LM for fill-mask, is in `../generator`."
+    ),
+    "generator": (
+        "The generator of a replaced-token detection run (ELECTRA): a narrow `ElectraForMaskedLM` trained with the "
+        "masked-LM loss, whose samples the discriminator (`../model`, the model to fine-tune) learned to detect."
+    ),
+}
 
 
 def _at(revision: str | None) -> str:

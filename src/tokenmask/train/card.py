@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-PipelineTag = Literal["fill-mask", "text-classification", "token-classification"]
+PipelineTag = Literal["fill-mask", "text-classification", "token-classification", "feature-extraction"]
 
 AUTO_CLASSES: dict[str, str] = {
     "fill-mask": "AutoModelForMaskedLM",
     "text-classification": "AutoModelForSequenceClassification",
     "token-classification": "AutoModelForTokenClassification",
+    "feature-extraction": "AutoModelForSequenceClassification",
 }
 """The ``transformers`` class that loads a model of each pipeline tag."""
 
@@ -37,6 +38,7 @@ def model_card(
     path: str,
     base_model: str | None = None,
     from_hub: bool = False,
+    about: str = "",
 ) -> str:
     """The text of a model card.
 
@@ -53,6 +55,7 @@ def model_card(
         path: where the folder is (the loading example uses it).
         base_model: a checkpoint name; one with a Hub id (``minilm``) is named in the front matter.
         from_hub: ``base_model`` is itself a Hub id (named in the front matter as it is).
+        about: a paragraph under the title, e.g. which part of a run the folder is.
 
     ``model_card(pipeline_tag="fill-mask", command=None, metrics={"loss": 4.6312}, ...)`` starts
     ``---\\nlibrary_name: transformers\\npipeline_tag: fill-mask\\n...`` and holds ``| loss | 4.6312 |``.
@@ -67,7 +70,7 @@ def model_card(
     rows = "\n".join(f"| {name} | {_number(value)} |" for name, value in metrics.items())
     text = [
         "\n".join(front),
-        f"# A {_KINDS[pipeline_tag]} trained with tokenmask",
+        f"# A {_KINDS[pipeline_tag]} trained with tokenmask" + (f"\n\n{about}" if about else ""),
         f"## How it was made\n\n{made}\n\n- started from {start}\n- data: {data}\n"
         f"- {steps:,} optimizer steps on {tokens:,} training tokens",
         f"## Evaluation\n\n{evaluation}:\n\n| metric | value |\n|---|---|\n{rows}",
@@ -80,11 +83,19 @@ _KINDS = {
     "fill-mask": "masked language model",
     "text-classification": "text classifier",
     "token-classification": "token classifier",
+    "feature-extraction": "replaced-token discriminator",
 }
 
 
 def _usage(pipeline_tag: PipelineTag, path: str) -> str:
     auto = AUTO_CLASSES[pipeline_tag]
+    if pipeline_tag == "feature-extraction":  # a discriminator: an encoder to fine-tune
+        return (
+            f"from transformers import {auto}, AutoTokenizer\n\n"
+            f"path = {path!r}  # this folder, or its Hub id once pushed\n"
+            f"model = {auto}.from_pretrained(path, num_labels=2)  # a new head: fine-tune it\n"
+            "tokenizer = AutoTokenizer.from_pretrained(path)"
+        )
     if pipeline_tag == "fill-mask":
         example = 'fill(f"To be or not to be, that is the {fill.tokenizer.mask_token}.")'
         name = "fill"

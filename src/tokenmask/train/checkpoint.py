@@ -128,10 +128,16 @@ def snapshot_folder(output: Path, share: float) -> Path:
 
 
 def _save_pretrained(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
-    """The model (safetensors) and its tokenizer, as Hugging Face saves them; no "Writing model shards" bar."""
+    """The model (safetensors) and its tokenizer, as Hugging Face saves them; no "Writing model shards" bar.
+
+    A model of several parts (:class:`~tokenmask.train.detector.ReplacedTokenDetector`) saves
+    each part beside the first in the subfolders it names as ``part_folders``; the tokenizer
+    goes into each, so that every part opens on its own.
+    """
     with quiet_load_report():
         model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
+    for part in (".", *getattr(model, "part_folders", ())):
+        tokenizer.save_pretrained(folder / part)
 
 
 def _replace_atomically(folder: Path, write: Callable[[Path], None]) -> Path:

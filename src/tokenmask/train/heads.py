@@ -179,20 +179,28 @@ def masked_lm_loss(
         :class:`MlmLoss`. A batch without targets gives ``loss_sum = 0`` (still attached to the
         graph), never NaN.
     """
-    labels = batch["labels"]
-    inputs = {k: batch[k] for k in _MODEL_INPUTS if k in batch}
-    targets = labels != IGNORE_INDEX  # (B, T)
-    parts = split_masked_lm(model) if sparse else None
-    if parts is not None:
-        with last_layer_at_targets(parts.encoder, targets):
-            hidden = parts.encoder(**inputs).last_hidden_state  # (B, T, H), right at the targets
-        logits = parts.head(hidden[targets])  # (N, V)
-        gold = labels[targets]  # (N,)
-    else:
-        logits = model(**inputs).logits  # (B, T, V)
-        logits, gold = logits[targets], labels[targets]
+    logits, gold = target_logits(model, batch, sparse=sparse)
     loss_sum = F.cross_entropy(logits.float(), gold, reduction="sum")
     correct = None
     if count_correct:
         correct = int((logits.argmax(dim=-1) == gold).sum()) if gold.numel() else 0
     return MlmLoss(loss_sum=loss_sum, targets=int(gold.numel()), correct=correct)
+
+
+def target_logits(model: nn.Module, batch: dict[str, torch.Tensor], *, sparse: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """A masked-LM's logits at the batch's targets (labels != -100) and the labels there.
+
+    With ``sparse`` and a known head (:func:`split_masked_lm`), the head (and the last layer
+    where known) runs at the targets only; otherwise the full model runs and the targets are
+    picked from its logits. Returns ``(logits (N, V), gold (N,))``, targets in row-major order.
+    """
+    labels = batch["labels"]
+    inputs = {k: batch[k] for k in _MODEL_INPUTS if k in batch}
+    targets = labels != IGNORE_INDEX  # (B, T)
+    parts = split_masked_lm(model) if sparse else None
+    if parts is None:
+        logits = model(**inputs).logits  # (B, T, V)
+        return logits[targets], labels[targets]
+    with last_layer_at_targets(parts.encoder, targets):
+        hidden = parts.encoder(**inputs).last_hidden_state  # (B, T, H), right at the targets
+    return parts.head(hidden[targets]), labels[targets]  # (N, V), (N,)

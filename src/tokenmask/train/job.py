@@ -92,6 +92,9 @@ class Job:
         follows_horizon: the batches depend on the horizon (a masking-rate schedule spans it):
             whenever the horizon moves, the loop drops the batches it was given (workers may
             have prepared some ahead) and asks for new ones from where it stands.
+        per_token_loss: the loss has a term per real token as well as per target (replaced-token
+            detection): the loop puts the step's targets over its real tokens, in all
+            micro-batches and processes, into every micro-batch as ``targets_per_token``.
     """
 
     model: torch.nn.Module
@@ -103,3 +106,4 @@ class Job:
     card: Callable[[TrainResult], str] = lambda result: ""
     position: DataPosition | None = None
     follows_horizon: bool = False
+    per_token_loss: bool = False

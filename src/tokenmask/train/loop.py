@@ -42,7 +42,7 @@ from tokenmask.train.runs import (
     write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
-from tokenmask.train.step import backward_step, count_targets, optimizer_step, skip_reason
+from tokenmask.train.step import TARGETS_PER_TOKEN, backward_step, count_targets, optimizer_step, skip_reason
 from tokenmask.train.trackers import installed_trackers, start_trackers
 
 __all__ = ["train"]
@@ -162,7 +162,7 @@ def train(
                 data_seconds = time.perf_counter() - fetching
                 targets, norm, (loss, tokens, elapsed, evaluated, stops) = _backward(
                     accelerator, wrapped, micro_batches, shard,
-                    shared=[*main_clock(evaluation_seconds), signals.received is not None],
+                    shared=[*main_clock(evaluation_seconds), signals.received is not None], per_token=job.per_token_loss,
                 )  # fmt: skip
                 stepped, bad = optimizer_step(accelerator, optimizer, loss, norm)
                 optimizer.zero_grad(set_to_none=True)
@@ -262,15 +262,31 @@ def _build(
 
 
 def _backward(
-    accelerator: Accelerator, wrapped: torch.nn.Module, micro_batches: list[dict[str, Any]], shard: Shard, *, shared: list[float]
+    accelerator: Accelerator,
+    wrapped: torch.nn.Module,
+    micro_batches: list[dict[str, Any]],
+    shard: Shard,
+    *,
+    shared: list[float],
+    per_token: bool = False,
 ) -> tuple[int, float, list[float]]:
     """The backward pass of a step over all processes.
+
+    With ``per_token``, every micro-batch gets the step's targets over its real tokens
+    (:data:`~tokenmask.train.step.TARGETS_PER_TOKEN`), for a loss with a per-token term.
 
     Returns ``(targets, gradient norm, [loss, tokens, *shared])``: the step's targets in all
     processes, the norm of the (synchronised) gradient before clipping, and its mean loss, real
     tokens and ``shared`` summed over the processes, so that every process decides on the same numbers.
     """
-    (targets,) = summed(accelerator, [count_targets(micro_batches)])
+    if per_token:
+        targets, real = summed(
+            accelerator, [count_targets(micro_batches), sum(int(b["attention_mask"].sum()) for b in micro_batches)]
+        )
+        ratio = torch.tensor(targets / max(real, 1), dtype=torch.float64)
+        micro_batches = [{**batch, TARGETS_PER_TOKEN: ratio} for batch in micro_batches]
+    else:
+        (targets,) = summed(accelerator, [count_targets(micro_batches)])
     loss, tokens = backward_step(
         wrapped, micro_batches, loss=_forward, accelerator=accelerator, step_targets=int(targets), processes=shard.world
     )

@@ -1,4 +1,4 @@
-"""Model size presets, built from scratch: three families (BERT, RoBERTa, ModernBERT) on one size ladder.
+"""Model size presets, built from scratch: four families (BERT, RoBERTa, ModernBERT, ELECTRA) on one size ladder.
 
 A checkpoint to continue from is :mod:`.models`' business; this module only makes new,
 randomly initialised masked-LMs whose configs hold ids of the tokenizer they are built for.
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
-    from transformers import ModernBertConfig, PreTrainedModel, RobertaConfig
+    from transformers import ElectraConfig, ModernBertConfig, PreTrainedModel, RobertaConfig
 
-Family = Literal["bert", "roberta", "modernbert"]
+Family = Literal["bert", "roberta", "modernbert", "electra"]
 
 
 @dataclass(frozen=True)
@@ -35,14 +35,21 @@ PRESETS: dict[str, Preset] = {
     "roberta-mini": Preset("roberta", 4, 256, 4),
     "modernbert-tiny": Preset("modernbert", 2, 128, 2),
     "modernbert-mini": Preset("modernbert", 4, 256, 4),
+    # BERT's body in ELECTRA's classes: the one family replaced-token detection trains (a
+    # narrower generator shares its embeddings through ELECTRA's embedding projection)
+    "electra-tiny": Preset("electra", 2, 128, 2),
+    "electra-mini": Preset("electra", 4, 256, 4),
+    "electra-small": Preset("electra", 12, 256, 4),  # ELECTRA-Small's discriminator, with 256-wide embeddings
 }
 
 
 def build_model(preset: str, *, vocab_size: int, max_length: int, pad_token_id: int | None) -> PreTrainedModel:
     """A freshly initialised masked-LM of a preset size and family.
 
-    BERT and RoBERTa use a feed-forward of 4 x hidden; ModernBERT its own gated (GLU) one of
-    1.5 x hidden, alternating global and local (sliding-window) attention, rotary positions.
+    BERT, RoBERTa and ELECTRA use a feed-forward of 4 x hidden; ModernBERT its own gated (GLU)
+    one of 1.5 x hidden, alternating global and local (sliding-window) attention, rotary
+    positions. An ELECTRA preset gives an ``ElectraForMaskedLM`` here (the same body as BERT's);
+    :func:`build_detector_parts` gives its discriminator and generator.
 
     Args:
         preset: a name in :data:`PRESETS`, e.g. ``"roberta-tiny"``.
@@ -53,11 +60,13 @@ def build_model(preset: str, *, vocab_size: int, max_length: int, pad_token_id: 
     Raises:
         ValueError: unknown preset, or a RoBERTa preset without a padding id.
     """
-    from transformers import BertConfig, BertForMaskedLM, ModernBertForMaskedLM, RobertaForMaskedLM
+    from transformers import BertConfig, BertForMaskedLM, ElectraForMaskedLM, ModernBertForMaskedLM, RobertaForMaskedLM
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     size = PRESETS[preset]
+    if size.family == "electra":
+        return ElectraForMaskedLM(electra_config(size, vocab_size, max_length, pad_token_id))
     if size.family == "roberta":
         return RobertaForMaskedLM(_roberta_config(size, vocab_size, max_length, pad_token_id))
     if size.family == "modernbert":
@@ -118,3 +127,52 @@ def _modernbert_config(size: Preset, vocab_size: int, max_length: int, pad_token
         cls_token_id=None,
         sep_token_id=None,
     )
+
+
+def electra_config(
+    size: Preset, vocab_size: int, max_length: int, pad_token_id: int | None, *, share: float = 1.0
+) -> ElectraConfig:
+    """ELECTRA at ``share`` of ``size``'s width: hidden size, feed-forward and heads scaled, the
+    same depth, and embeddings of the full width (``embedding_size``), so a generator at
+    ``share`` 0.25 shares the discriminator's embeddings through its projection.
+
+    ``electra-tiny`` (2 layers, 128 wide, 2 heads) at 0.25 -> hidden 32, feed-forward 128, 1 head,
+    embeddings 128.
+    """
+    from transformers import ElectraConfig
+
+    hidden = max(1, round(size.hidden * share))
+    heads = max(1, round(size.heads * share))
+    if hidden % heads:
+        raise ValueError(f"a generator {hidden} wide cannot have {heads} attention heads: choose another --generator-share")
+    return ElectraConfig(
+        vocab_size=vocab_size,
+        embedding_size=size.hidden,
+        hidden_size=hidden,
+        num_hidden_layers=size.layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=max(512, max_length),
+        pad_token_id=pad_token_id if pad_token_id is not None else 0,
+    )
+
+
+def build_detector_parts(
+    preset: str, *, vocab_size: int, max_length: int, pad_token_id: int | None, generator_share: float
+) -> tuple[PreTrainedModel, PreTrainedModel]:
+    """A new ``(ElectraForPreTraining, ElectraForMaskedLM)``: the discriminator at the preset's
+    size and a generator ``generator_share`` of its width, the same depth (ELECTRA's recipe).
+    :class:`~tokenmask.train.detector.ReplacedTokenDetector` ties their embeddings.
+
+    Raises:
+        ValueError: a preset of another family than ELECTRA, or a share the heads cannot divide.
+    """
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+    size = PRESETS.get(preset)
+    if size is None or size.family != "electra":
+        electra = ", ".join(name for name, p in PRESETS.items() if p.family == "electra")
+        raise ValueError(f"replaced-token detection trains ELECTRA's classes: choose --preset {electra}, not {preset}")
+    discriminator = ElectraForPreTraining(electra_config(size, vocab_size, max_length, pad_token_id))
+    generator = ElectraForMaskedLM(electra_config(size, vocab_size, max_length, pad_token_id, share=generator_share))
+    return discriminator, generator

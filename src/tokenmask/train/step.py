@@ -18,6 +18,13 @@ from accelerate import Accelerator
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.heads import masked_lm_loss
 
+TARGETS_PER_TOKEN = "targets_per_token"
+"""Batch key of a 0-d tensor: the step's targets over its real tokens, in all micro-batches and
+processes, set by the loop for a loss with a per-token term
+(:attr:`~tokenmask.train.job.Job.per_token_loss`); such a loss multiplies its per-token sum by
+it, so that dividing by the step's targets gives the per-token mean.
+"""
+
 LossFunction = Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor]
 """``(model, batch) -> summed loss`` (a 0-d tensor with grad) over the batch's targets."""
 

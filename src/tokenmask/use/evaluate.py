@@ -1,6 +1,7 @@
 """Masked-LM evaluation: loss, perplexity and accuracy at fixed masks, and pseudo-perplexity.
 
-:func:`evaluate_mlm` scores a model on given blocks (the training loop's evaluation);
+:func:`evaluate_mlm` scores a model on given blocks (the training loop's evaluation), and
+:func:`evaluate_detector` a replaced-token discriminator at fixed replacements;
 :func:`evaluate_checkpoint` is ``tokenmask evaluate``: a checkpoint on a corpus's blocks.
 
 The evaluation collator uses its own seed and never changes epoch, so every evaluation of a
@@ -92,6 +93,64 @@ def evaluate_mlm(
         raise ValueError("the validation blocks hold no maskable token")
     loss = loss_sum / targets
     return MlmMetrics(loss=loss, perplexity=math.exp(min(loss, 50.0)), accuracy=correct / targets, targets=targets)
+
+
+@dataclass(frozen=True)
+class DetectorMetrics:
+    """A replaced-token discriminator at fixed replacements: accuracy over every real token,
+    precision and recall on the replaced ones (0 when it flags none / there are none), and the
+    number of each."""
+
+    accuracy: float
+    precision: float
+    recall: float
+    tokens: int
+    replaced: int
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def evaluate_detector(
+    discriminator: torch.nn.Module,
+    blocks: Sequence[Feature],
+    collator: MaskingCollator,
+    *,
+    batch_size: int = 32,
+    device: torch.device | str = "cpu",
+) -> DetectorMetrics:
+    """Score a discriminator (``ElectraForPreTraining``) on ``blocks`` with the replacements of ``collator``.
+
+    ``collator`` should replace its targets by random tokens only (``mask_replace_prob`` 0,
+    ``random_replace_prob`` 1) with a fixed seed: every evaluation of a run then judges the
+    same tokens, whatever its generator has become. A target whose random draw is its own
+    token counts as original, as in training. A token is called replaced where the logit is > 0.
+
+    Raises:
+        ValueError: no blocks.
+    """
+    if not blocks:
+        raise ValueError("no validation blocks to evaluate on")
+    tokens = replaced = correct = flagged = caught = 0
+    with evaluating(discriminator), torch.no_grad():
+        for chunk in batched(blocks, batch_size):
+            batch = tensors_on(collator(chunk), device)
+            real = batch["attention_mask"].bool()
+            truth = (batch["labels"] != IGNORE_INDEX) & (batch["labels"] != batch["input_ids"])  # (B, T)
+            inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+            called = discriminator(**inputs).logits > 0  # (B, T)
+            tokens += int(real.sum())
+            replaced += int(truth[real].sum())
+            correct += int((called == truth)[real].sum())
+            flagged += int(called[real].sum())
+            caught += int((called & truth)[real].sum())
+    return DetectorMetrics(
+        accuracy=correct / max(tokens, 1),
+        precision=caught / flagged if flagged else 0.0,
+        recall=caught / replaced if replaced else 0.0,
+        tokens=tokens,
+        replaced=replaced,
+    )
 
 
 @dataclass(frozen=True)

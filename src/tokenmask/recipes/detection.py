@@ -1,0 +1,90 @@
+"""Pre-training by replaced-token detection (``--objective rtd``): what differs from masked-LM pre-training.
+
+The masks, blocks and loop are :mod:`.pretrain`'s; this module builds the ELECTRA pair
+(:class:`~tokenmask.train.detector.ReplacedTokenDetector`) new or from a checkpoint, scores it
+(the generator at the run's fixed masks, the discriminator at fixed random replacements), and
+moves the generator out of OUTPUT/model into OUTPUT/generator once the run is done.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tokenmask.collate.collator import MaskingCollator
+from tokenmask.masking.config import CorruptionConfig, MaskingConfig
+from tokenmask.masking.vocab import VocabTables
+from tokenmask.train.checkpoint import CARD_FILE
+from tokenmask.train.detector import GENERATOR_FOLDER, ReplacedTokenDetector
+from tokenmask.train.models import quiet_load_report
+from tokenmask.train.presets import build_detector_parts
+from tokenmask.use.evaluate import evaluate_detector
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tokenmask.collate.pad import Feature
+    from tokenmask.recipes.config import PretrainConfig
+
+
+def allowed_samples(vocab: VocabTables) -> torch.Tensor:
+    """``(V,)`` bool: the ids a generator may sample, the replaceable ones (no specials, no [MASK], no ``[unused*]``)."""
+    allowed = torch.zeros(vocab.size, dtype=torch.bool)
+    allowed[torch.from_numpy(vocab.replaceable)] = True
+    return allowed
+
+
+def detector_model(
+    config: PretrainConfig, vocab: VocabTables, *, pad_token_id: int | None, checkpoint: Path | None
+) -> ReplacedTokenDetector:
+    """The pair a run trains: new at the preset's size, or as a resumed run's checkpoint saved it
+    (the discriminator in the folder, the generator in its ``generator`` subfolder; safetensors)."""
+    allowed = allowed_samples(vocab)
+    if checkpoint is None:
+        discriminator, generator = build_detector_parts(
+            config.preset, vocab_size=vocab.size, max_length=config.blocks.max_length, pad_token_id=pad_token_id,
+            generator_share=config.generator_share,
+        )  # fmt: skip
+        return ReplacedTokenDetector(discriminator, generator, allowed)
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+    with quiet_load_report():
+        discriminator = ElectraForPreTraining.from_pretrained(checkpoint, use_safetensors=True)
+        generator = ElectraForMaskedLM.from_pretrained(checkpoint / GENERATOR_FOLDER, use_safetensors=True)
+    return ReplacedTokenDetector(discriminator, generator, allowed)
+
+
+def replaced_collator(tokenizer: Any, masking: MaskingConfig, *, seed: int) -> MaskingCollator:
+    """The fixed replacements the discriminator is scored on: the evaluation masks' targets
+    (``masking`` at ``seed``), each replaced by a random token, the same at every evaluation."""
+    corruption = CorruptionConfig(mask_replace_prob=0.0, random_replace_prob=1.0, per_unit=masking.corruption.per_unit)
+    return MaskingCollator.from_config(tokenizer, replace(masking, corruption=corruption), seed=seed)
+
+
+def detector_metrics(
+    model: ReplacedTokenDetector, blocks: Sequence[Feature], collator: MaskingCollator, *, batch_size: int
+) -> dict[str, float]:
+    """``detector_accuracy``, ``detector_precision``, ``detector_recall`` (and counts) of the pair's discriminator."""
+    device = next(model.parameters()).device
+    scores = evaluate_detector(model.discriminator, blocks, collator, batch_size=batch_size, device=device)
+    return {f"detector_{name}": value for name, value in scores.as_dict().items()}
+
+
+def place_generator(output: Path, card: str) -> Path | None:
+    """Move the generator a finished run saved in OUTPUT/model/generator to OUTPUT/generator, with its card.
+
+    An OUTPUT/generator already there (a run resumed after it finished) is replaced. Returns the
+    folder, or None when OUTPUT/model holds no generator (another process of a distributed run).
+    """
+    inside = Path(output) / "model" / GENERATOR_FOLDER
+    if not inside.is_dir():
+        return None
+    (inside / CARD_FILE).write_text(card, encoding="utf-8")
+    target = Path(output) / GENERATOR_FOLDER
+    shutil.rmtree(target, ignore_errors=True)
+    inside.rename(target)
+    return target

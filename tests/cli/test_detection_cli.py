@@ -1,0 +1,70 @@
+"""``tokenmask pretrain --objective rtd`` from the command line: the discriminator fine-tunes, embeds and
+its card says what it is; the generator fills masks and evaluates."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, ElectraForPreTraining
+
+from tokenmask.cli.main import main
+
+TINY = ["--max-length", "32", "--batch-size", "2", "--max-steps", "2", "--report-to", "none", "--cpu"]
+
+
+@pytest.fixture(scope="module")
+def detection_run(corpus_and_tokenizer, tmp_path_factory):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path_factory.mktemp("rtd") / "run"
+    argv = [
+        "pretrain", str(corpus), "--tokenizer", str(tokenizer), "--preset", "electra-tiny", "--objective", "rtd",
+        "--output", str(output), "--max-steps", "6", "--eval-every", "3", "--batch-size", "4", "--max-length", "32",
+        "--report-to", "none", "--cpu",
+    ]  # fmt: skip
+    assert main(argv) == 0  # with the fill-mask demo, on the generator
+    return output
+
+
+def test_the_run_writes_a_discriminator_and_a_generator(detection_run, capsys):
+    records = [json.loads(line) for line in (detection_run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    evaluations = [r for r in records if "eval_loss" in r]
+    assert [r["step"] for r in evaluations] == [0, 3, 6]
+    for record in evaluations:  # the generator's fixed-mask scores and the discriminator's at fixed replacements
+        assert 0 <= record["eval_accuracy"] <= 1 and 0 <= record["eval_detector_recall"] <= 1
+        assert record["eval_detector_replaced"] > 0 and record["eval_detector_tokens"] > record["eval_detector_replaced"]
+    assert isinstance(ElectraForPreTraining.from_pretrained(detection_run / "model"), ElectraForPreTraining)
+    model_card = (detection_run / "model" / "README.md").read_text(encoding="utf-8")
+    generator_card = (detection_run / "generator" / "README.md").read_text(encoding="utf-8")
+    assert "The discriminator of a replaced-token detection run" in model_card and "`../generator`" in model_card
+    assert "| precision |" in model_card and "| perplexity |" not in model_card
+    assert "pipeline_tag: fill-mask" in generator_card and "| perplexity |" in generator_card
+    assert not (detection_run / "model" / "generator").exists()
+
+
+def test_the_generator_fills_and_evaluates(detection_run, corpus_and_tokenizer, capsys):
+    corpus, _ = corpus_and_tokenizer
+    assert main(["fill", str(detection_run / "generator"), "the [MASK] of the play", "--json"]) == 0
+    (guesses,) = json.loads(capsys.readouterr().out)["predictions"]
+    assert len(guesses) == 5
+    assert (
+        main(["evaluate", str(detection_run / "generator"), str(corpus), "--max-length", "32", "--max-blocks", "2", "--json"])
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["targets"] > 0
+
+
+def test_the_discriminator_fine_tunes_and_embeds(detection_run, reviews_csv, tagged_jsonl, short_texts, tmp_path, capsys):
+    argv = ["finetune", str(reviews_csv), "--task", "classify", "--model", str(detection_run / "model")]
+    assert main([*argv, "--output", str(tmp_path / "classify"), *TINY, "--validation-share", "0.05"]) == 0
+    classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path / "classify" / "model")
+    assert type(classifier).__name__ == "ElectraForSequenceClassification"
+    argv = ["finetune", str(tagged_jsonl), "--task", "tokens", "--model", str(detection_run / "model")]
+    assert main([*argv, "--output", str(tmp_path / "tag"), *TINY]) == 0
+    tagger = AutoModelForTokenClassification.from_pretrained(tmp_path / "tag" / "model")
+    assert type(tagger).__name__ == "ElectraForTokenClassification"
+    assert (
+        main(["embed", str(detection_run / "model"), "--input", str(short_texts), "--output", str(tmp_path / "vectors.npy")]) == 0
+    )
+    assert np.load(tmp_path / "vectors.npy").shape == (3, 128)
