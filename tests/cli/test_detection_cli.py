@@ -7,7 +7,14 @@ import json
 
 import numpy as np
 import pytest
-from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, ElectraForPreTraining
+import torch
+from safetensors.torch import load_file
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+)
 
 from tokenmask.cli.main import main
 
@@ -68,3 +75,36 @@ def test_the_discriminator_fine_tunes_and_embeds(detection_run, reviews_csv, tag
         main(["embed", str(detection_run / "model"), "--input", str(short_texts), "--output", str(tmp_path / "vectors.npy")]) == 0
     )
     assert np.load(tmp_path / "vectors.npy").shape == (3, 128)
+
+
+def test_a_discriminator_continues_with_a_new_generator(detection_run, corpus_and_tokenizer, tmp_path, capsys):
+    corpus, _ = corpus_and_tokenizer
+    argv = ["pretrain", str(corpus), "--init", str(detection_run / "model"), "--objective", "rtd", "--output", str(tmp_path)]
+    assert (
+        main([*argv, "--max-steps", "2", "--batch-size", "4", "--max-length", "32", "--report-to", "none", "--cpu", "--no-demo"])
+        == 0
+    )
+    out = " ".join(capsys.readouterr().out.split())  # the reporter wraps lines
+    assert "by replaced-token detection with the continued-pretraining recipe" in out
+    assert f"continuing {detection_run / 'model'}'s discriminator with a new generator 0.25 as wide" in out
+    before, after = (load_file(folder / "model.safetensors") for folder in (detection_run / "model", tmp_path / "model"))
+    # the recipe's head-only warm-up (30 steps): the encoder stays as it was, the detection head learns
+    assert torch.equal(
+        before["electra.encoder.layer.1.output.dense.weight"], after["electra.encoder.layer.1.output.dense.weight"]
+    )
+    assert torch.equal(before["electra.embeddings.word_embeddings.weight"], after["electra.embeddings.word_embeddings.weight"])
+    assert not torch.equal(before["discriminator_predictions.dense.weight"], after["discriminator_predictions.dense.weight"])
+    generator = ElectraForMaskedLM.from_pretrained(tmp_path / "generator")
+    assert generator.config.hidden_size == 32 and generator.config.embedding_size == 128
+
+
+def test_masked_lm_uses_of_a_discriminator_name_its_generator(detection_run, corpus_and_tokenizer, tmp_path, capsys):
+    corpus, _ = corpus_and_tokenizer
+    model = str(detection_run / "model")
+    for argv in (["fill", model, "the [MASK] of the play"], ["evaluate", model, str(corpus), "--max-blocks", "2"]):
+        assert main(argv) == 2
+        assert f"{model} is a replaced-token discriminator, not a masked LM: it cannot" in capsys.readouterr().err
+    argv = ["pretrain", str(corpus), "--init", "minilm", "--objective", "rtd", "--max-steps", "1", "--no-demo"]
+    assert main([*argv, "--output", str(tmp_path / "out"), "--max-length", "32", "--cpu"]) == 2
+    assert not (tmp_path / "out").exists()  # nothing written
+    assert "--objective rtd continues ELECTRA checkpoints" in capsys.readouterr().err

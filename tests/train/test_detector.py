@@ -133,7 +133,6 @@ def test_the_folders_open_with_transformers(tmp_path, bert_tokenizer):
     "settings, message",
     [
         ({"objective": "rtd"}, "choose --preset electra-tiny, electra-mini, electra-small (not modernbert-tiny)"),
-        ({"objective": "rtd", "preset": "electra-tiny", "init": "minilm"}, "trains from scratch"),
         ({"objective": "rtd", "preset": "electra-tiny", "compile": True}, "--compile is not supported"),
         ({"objective": "rtd", "preset": "electra-tiny", "generator_share": 0}, "generator_share"),
     ],

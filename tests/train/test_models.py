@@ -25,7 +25,12 @@ from tokenmask.train.models import (
 from tokenmask.train.presets import PRESETS, build_model
 
 V = 300
-FAMILY_CLASS = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "modernbert": "ModernBertForMaskedLM"}
+FAMILY_CLASS = {
+    "bert": "BertForMaskedLM",
+    "roberta": "RobertaForMaskedLM",
+    "modernbert": "ModernBertForMaskedLM",
+    "electra": "ElectraForMaskedLM",
+}
 SMALL = [name for name in PRESETS if name.endswith(("-tiny", "-mini"))]
 
 

@@ -95,7 +95,8 @@ class PretrainConfig:
         "mlm",
         help="what pre-training learns: 'mlm' = masked-LM at the targets; 'rtd' = replaced-token detection (ELECTRA): a "
         "narrower generator fills the targets with samples and the model learns at every token which were replaced "
-        "(an electra preset, from scratch; OUTPUT/model is the discriminator, OUTPUT/generator the masked LM)",
+        "(an electra preset, or --init an ELECTRA discriminator with a new generator; OUTPUT/model is the discriminator, "
+        "OUTPUT/generator the masked LM)",
     )
     rtd_weight: float = setting(
         50.0,
@@ -133,12 +134,10 @@ def _check_streamable(config: PretrainConfig) -> None:
 
 
 def _check_objective(config: PretrainConfig) -> None:
-    """Replaced-token detection trains ELECTRA's classes from scratch, uncompiled (for now)."""
+    """Replaced-token detection trains ELECTRA's classes (from scratch: an electra preset), uncompiled (for now)."""
     if config.objective != "rtd":
         return
-    if config.init:
-        raise ValueError("--objective rtd trains from scratch: continuing from --init is not supported with it yet")
-    if PRESETS[config.preset].family != "electra":
+    if not config.init and PRESETS[config.preset].family != "electra":
         electra = ", ".join(name for name, preset in PRESETS.items() if preset.family == "electra")
         raise ValueError(f"--objective rtd trains ELECTRA's classes: choose --preset {electra} (not {config.preset})")
     if config.loop.compile:

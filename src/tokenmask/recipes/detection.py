@@ -1,7 +1,8 @@
 """Pre-training by replaced-token detection (``--objective rtd``): what differs from masked-LM pre-training.
 
 The masks, blocks and loop are :mod:`.pretrain`'s; this module builds the ELECTRA pair
-(:class:`~tokenmask.train.detector.ReplacedTokenDetector`) new or from a checkpoint, scores it
+(:class:`~tokenmask.train.detector.ReplacedTokenDetector`) new, from a resumed run's checkpoint,
+or from a discriminator to continue (``--init``, with a new generator), scores it
 (the generator at the run's fixed masks, the discriminator at fixed random replacements), and
 moves the generator out of OUTPUT/model into OUTPUT/generator once the run is done.
 """
@@ -20,8 +21,8 @@ from tokenmask.masking.config import CorruptionConfig, MaskingConfig
 from tokenmask.masking.vocab import VocabTables
 from tokenmask.train.checkpoint import CARD_FILE
 from tokenmask.train.detector import GENERATOR_FOLDER, ReplacedTokenDetector
-from tokenmask.train.models import quiet_load_report
-from tokenmask.train.presets import build_detector_parts
+from tokenmask.train.models import Checkpoint, check_fits, open_checkpoint, quiet_load_report, require_encoder_weights
+from tokenmask.train.presets import build_detector_parts, generator_config
 from tokenmask.use.evaluate import evaluate_detector
 
 if TYPE_CHECKING:
@@ -39,23 +40,49 @@ def allowed_samples(vocab: VocabTables) -> torch.Tensor:
 
 
 def detector_model(
-    config: PretrainConfig, vocab: VocabTables, *, pad_token_id: int | None, checkpoint: Path | None
-) -> ReplacedTokenDetector:
-    """The pair a run trains: new at the preset's size, or as a resumed run's checkpoint saved it
-    (the discriminator in the folder, the generator in its ``generator`` subfolder; safetensors)."""
+    config: PretrainConfig, vocab: VocabTables, *, pad_token_id: int | None, start: Checkpoint | None, checkpoint: Path | None
+) -> tuple[ReplacedTokenDetector, tuple[str, ...]]:
+    """The pair a run trains, and lines for the user.
+
+    A resumed run's ``checkpoint`` holds both (the discriminator in the folder, the generator in
+    its ``generator`` subfolder; safetensors). Else, from ``start`` (``--init``): its
+    discriminator, an ELECTRA checkpoint (a new detection head where it has none), with a new
+    generator ``generator_share`` as wide; else both new at the preset's size.
+
+    Raises:
+        ValueError: ``start`` is not an ELECTRA checkpoint, its encoder weights are missing, or
+            it does not fit the tokenizer or the length.
+    """
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
     allowed = allowed_samples(vocab)
-    if checkpoint is None:
+    discriminator: Any
+    generator: Any
+    if checkpoint is not None:
+        with quiet_load_report():
+            discriminator = ElectraForPreTraining.from_pretrained(checkpoint, use_safetensors=True)
+            generator = ElectraForMaskedLM.from_pretrained(checkpoint / GENERATOR_FOLDER, use_safetensors=True)
+        return ReplacedTokenDetector(discriminator, generator, allowed), ()
+    if start is None:
         discriminator, generator = build_detector_parts(
             config.preset, vocab_size=vocab.size, max_length=config.blocks.max_length, pad_token_id=pad_token_id,
             generator_share=config.generator_share,
         )  # fmt: skip
-        return ReplacedTokenDetector(discriminator, generator, allowed)
-    from transformers import ElectraForMaskedLM, ElectraForPreTraining
-
-    with quiet_load_report():
-        discriminator = ElectraForPreTraining.from_pretrained(checkpoint, use_safetensors=True)
-        generator = ElectraForMaskedLM.from_pretrained(checkpoint / GENERATOR_FOLDER, use_safetensors=True)
-    return ReplacedTokenDetector(discriminator, generator, allowed)
+        return ReplacedTokenDetector(discriminator, generator, allowed), ()
+    kind = start.config.get("model_type")
+    if kind != "electra":
+        raise ValueError(
+            f"--objective rtd continues ELECTRA checkpoints (a discriminator: a run's OUTPUT/model, "
+            f"google/electra-small-discriminator…); {start.name} is a {kind}: pre-train it with the masked-LM objective"
+        )
+    discriminator, info = open_checkpoint(ElectraForPreTraining, start)
+    require_encoder_weights(start.name, discriminator, info.get("missing_keys", ()))
+    check_fits(discriminator, vocab_size=vocab.size, max_length=config.blocks.max_length, name=start.name)
+    torch.manual_seed(config.loop.seed)  # the new generator (and a new head) start alike in every process
+    generator = ElectraForMaskedLM(generator_config(discriminator.config, config.generator_share))
+    head = "a new detection head and " if info.get("missing_keys") else ""
+    note = f"continuing {start.name}'s discriminator with {head}a new generator {config.generator_share:g} as wide"
+    return ReplacedTokenDetector(discriminator, generator, allowed), (*start.notes, note)
 
 
 def replaced_collator(tokenizer: Any, masking: MaskingConfig, *, seed: int) -> MaskingCollator:

@@ -123,7 +123,7 @@ def describe(config: PretrainConfig) -> str:
     scratch (lr 0.002, batch 8); stops at 9 min``.
     """
     loop = config.loop
-    if config.objective == "rtd":
+    if config.objective == "rtd" and not config.init:
         return (
             f"pre-training {config.preset} from scratch by replaced-token detection (a generator {config.generator_share:g} "
             f"as wide, discriminator weight {config.rtd_weight:g}; lr {loop.lr:g}, batch {loop.batch_size}); {loop.describe_limits()}"
@@ -133,8 +133,9 @@ def describe(config: PretrainConfig) -> str:
     warmup = f"head-only warm-up {loop.head_warmup_steps} steps" if loop.head_warmup_steps else "no head-only warm-up"
     decay = f"layer decay {loop.layer_decay:g}" if loop.layer_decay != 1 else "no layer decay"
     revision = f" (Hub revision {config.hub.revision})" if config.hub.revision else ""
+    objective = " by replaced-token detection" if config.objective == "rtd" else ""
     return (
-        f"pre-training: continuing {config.init}{revision} with the continued-pretraining recipe "
+        f"pre-training: continuing {config.init}{revision}{objective} with the continued-pretraining recipe "
         f"(lr {loop.lr:g}, {warmup}, {decay}); {loop.describe_limits()}"
     )
 
@@ -182,7 +183,9 @@ def _job(
     collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed, replacement_noise=detecting)
     model: torch.nn.Module
     if detecting:
-        model = detector_model(config, collator.vocab, pad_token_id=tokenizer.pad_token_id, checkpoint=checkpoint)
+        model, notes = detector_model(
+            config, collator.vocab, pad_token_id=tokenizer.pad_token_id, start=start, checkpoint=checkpoint
+        )
     elif source is not None:
         # a resumed run's checkpoint is a local folder: no revision, the same permission to run code
         loaded = load_model_with_notes(
@@ -208,7 +211,10 @@ def _job(
     check_maskable(evaluation_blocks, eval_collator.vocab.protected, data.scored_on)
 
     baseline = unigram_baseline(eval_collator.collate(chunk, epoch=0) for chunk in batched(evaluation_blocks, loop.batch_size))
-    guard = PlateauGuard(baseline, token=token_text(tokenizer, baseline.token_id), from_init=bool(config.init), lr=loop.lr)
+    # an RTD generator is always new: its plateau is no pre-trained encoder knocked off by the lr
+    guard = PlateauGuard(
+        baseline, token=token_text(tokenizer, baseline.token_id), from_init=bool(config.init) and not detecting, lr=loop.lr
+    )
 
     detector_collator = replaced_collator(tokenizer, scored.masking, seed=scored.seed) if detecting else None
 

@@ -43,6 +43,9 @@ class ReplacedTokenDetector(nn.Module):
     """
 
     part_folders = (GENERATOR_FOLDER,)
+    base_model_prefix = "discriminator.electra"
+    """The pre-trained body, for :mod:`~tokenmask.train.groups`: layer-wise rates and the head-only
+    warm-up of continued pre-training treat the generator and the detection head as the head."""
     allowed: torch.Tensor
 
     def __init__(self, discriminator: Any, generator: Any, allowed: torch.Tensor) -> None:
@@ -59,6 +62,11 @@ class ReplacedTokenDetector(nn.Module):
         table = torch.zeros(vocab, dtype=torch.bool)
         table[: min(vocab, allowed.numel())] = allowed[:vocab]
         self.register_buffer("allowed", table, persistent=False)
+
+    @property
+    def config(self) -> Any:
+        """The discriminator's config (its depth sets the layer-wise learning rates)."""
+        return self.discriminator.config
 
     def save_pretrained(self, folder: str | Path, **kwargs: Any) -> None:
         """The discriminator in ``folder``, the generator in ``folder/generator`` (each with its config)."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from tokenmask.hub import TOKENIZER_FILES, HubConfig, download, is_hub_id, pickled_weights_notes, read_json, refuse_remote_code
 from tokenmask.text.resources import minilm_dir
+from tokenmask.train.detector import GENERATOR_FOLDER
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
     from torch import nn
@@ -107,6 +108,20 @@ def resolve_checkpoint(name_or_path: str | Path | Checkpoint, *, hub: HubConfig 
     refuse_remote_code(checkpoint.folder, name, trust_remote_code=hub.trust_remote_code)
     _require_encoder(checkpoint)
     return checkpoint
+
+
+def refuse_discriminator(checkpoint: Checkpoint, use: str) -> None:
+    """``ValueError`` for a replaced-token discriminator (``ElectraForPreTraining``) where a masked
+    LM is needed: ``use`` names the need ("fill masks"); the message names the run's generator.
+
+    ``tokenmask fill runs/rtd/model ...`` -> "runs/rtd/model is a replaced-token discriminator, not
+    a masked LM: it cannot fill masks; use its generator, runs/rtd/generator".
+    """
+    if "ElectraForPreTraining" not in (checkpoint.config.get("architectures") or []):
+        return
+    generator = checkpoint.folder.parent / GENERATOR_FOLDER
+    where = f"its generator, {generator}" if (generator / "config.json").is_file() else "the generator of its run"
+    raise ValueError(f"{checkpoint.name} is a replaced-token discriminator, not a masked LM: it cannot {use}; use {where}")
 
 
 def _require_encoder(checkpoint: Checkpoint) -> None:

@@ -129,29 +129,18 @@ def _modernbert_config(size: Preset, vocab_size: int, max_length: int, pad_token
     )
 
 
-def electra_config(
-    size: Preset, vocab_size: int, max_length: int, pad_token_id: int | None, *, share: float = 1.0
-) -> ElectraConfig:
-    """ELECTRA at ``share`` of ``size``'s width: hidden size, feed-forward and heads scaled, the
-    same depth, and embeddings of the full width (``embedding_size``), so a generator at
-    ``share`` 0.25 shares the discriminator's embeddings through its projection.
-
-    ``electra-tiny`` (2 layers, 128 wide, 2 heads) at 0.25 -> hidden 32, feed-forward 128, 1 head,
-    embeddings 128.
-    """
+def electra_config(size: Preset, vocab_size: int, max_length: int, pad_token_id: int | None) -> ElectraConfig:
+    """ELECTRA at ``size``, with embeddings as wide as the hidden states (``embedding_size``); a
+    generator built on it (:func:`generator_config`) keeps that width and projects it to its own."""
     from transformers import ElectraConfig
 
-    hidden = max(1, round(size.hidden * share))
-    heads = max(1, round(size.heads * share))
-    if hidden % heads:
-        raise ValueError(f"a generator {hidden} wide cannot have {heads} attention heads: choose another --generator-share")
     return ElectraConfig(
         vocab_size=vocab_size,
         embedding_size=size.hidden,
-        hidden_size=hidden,
+        hidden_size=size.hidden,
         num_hidden_layers=size.layers,
-        num_attention_heads=heads,
-        intermediate_size=4 * hidden,
+        num_attention_heads=size.heads,
+        intermediate_size=4 * size.hidden,
         max_position_embeddings=max(512, max_length),
         pad_token_id=pad_token_id if pad_token_id is not None else 0,
     )
@@ -174,5 +163,29 @@ def build_detector_parts(
         electra = ", ".join(name for name, p in PRESETS.items() if p.family == "electra")
         raise ValueError(f"replaced-token detection trains ELECTRA's classes: choose --preset {electra}, not {preset}")
     discriminator = ElectraForPreTraining(electra_config(size, vocab_size, max_length, pad_token_id))
-    generator = ElectraForMaskedLM(electra_config(size, vocab_size, max_length, pad_token_id, share=generator_share))
-    return discriminator, generator
+    return discriminator, ElectraForMaskedLM(generator_config(discriminator.config, generator_share))
+
+
+def generator_config(discriminator: ElectraConfig, share: float) -> ElectraConfig:
+    """The config of a new generator for a discriminator: its config with the hidden size,
+    feed-forward and heads at ``share`` (at least 1 head), the same depth, vocabulary, positions
+    and embedding width (so the two share embeddings).
+
+    ``google/electra-small-discriminator`` (hidden 256, 4 heads, feed-forward 1024, embeddings
+    128) at 0.25 -> hidden 64, 1 head, feed-forward 256, embeddings 128.
+
+    Raises:
+        ValueError: a width the scaled number of heads cannot divide.
+    """
+    from transformers import ElectraConfig
+
+    hidden = max(1, round(discriminator.hidden_size * share))
+    heads = max(1, round(discriminator.num_attention_heads * share))
+    if hidden % heads:
+        raise ValueError(f"a generator {hidden} wide cannot have {heads} attention heads: choose another --generator-share")
+    settings = discriminator.to_dict()
+    for key in ("architectures", "model_type", "transformers_version", "id2label", "label2id"):
+        settings.pop(key, None)
+    scale = discriminator.intermediate_size / discriminator.hidden_size
+    settings.update(hidden_size=hidden, num_attention_heads=heads, intermediate_size=max(1, round(scale * hidden)))
+    return ElectraConfig(**settings)

@@ -265,14 +265,16 @@ def evaluate_checkpoint(config: EvaluateConfig) -> CheckpointScores:
     their held-out side. The masks are the seed's evaluation masks (``seed + EVAL_SEED_OFFSET``).
 
     Raises:
-        ValueError: a bad checkpoint, tokenizer or corpus, or settings the model does not fit.
+        ValueError: a bad checkpoint, tokenizer or corpus, settings the model does not fit, or a
+            replaced-token discriminator (its generator is the masked LM).
     """
     import itertools
 
     from tokenmask.blocks.load import load_blocks, load_phrases
-    from tokenmask.train.models import load_model, paired_tokenizer, resolve_checkpoint
+    from tokenmask.train.models import load_model, paired_tokenizer, refuse_discriminator, resolve_checkpoint
 
     checkpoint = resolve_checkpoint(config.model, hub=config.hub)
+    refuse_discriminator(checkpoint, "be scored at masks")
     tokenizer = paired_tokenizer(checkpoint, config.tokenizer, hub=config.hub)
     model = load_model(checkpoint, vocab_size=len(tokenizer), max_length=config.blocks.max_length)
     units = config.masking.units

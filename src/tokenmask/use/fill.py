@@ -12,7 +12,7 @@ from transformers import pipeline
 
 from tokenmask.hub import HubConfig
 from tokenmask.text.token_tables import require_mask_token
-from tokenmask.train.models import Checkpoint, load_model_with_notes, resolve_checkpoint, saved_tokenizer
+from tokenmask.train.models import Checkpoint, load_model_with_notes, refuse_discriminator, resolve_checkpoint, saved_tokenizer
 from tokenmask.use.config import FillConfig
 from tokenmask.use.evaluate import inference_device
 
@@ -24,10 +24,12 @@ def load_fill_mask(model: str | Path | Checkpoint, *, hub: HubConfig = HubConfig
     :func:`~tokenmask.train.models.resolve_checkpoint`), on the GPU when there is one.
 
     Raises:
-        ValueError: the checkpoint has no masked-LM head (its guesses would be random), its
+        ValueError: the checkpoint has no masked-LM head (its guesses would be random; a
+            replaced-token discriminator: the message names its generator), its
             tokenizer has no mask token, or more ids than the model has embeddings.
     """
     checkpoint = resolve_checkpoint(model, hub=hub)
+    refuse_discriminator(checkpoint, "fill masks")
     tokenizer = saved_tokenizer(checkpoint)
     require_mask_token(tokenizer)
     loaded = load_model_with_notes(checkpoint, vocab_size=len(tokenizer), max_length=None)
