@@ -27,11 +27,19 @@ def detection_run(corpus_and_tokenizer, tmp_path_factory):
     output = tmp_path_factory.mktemp("rtd") / "run"
     argv = [
         "pretrain", str(corpus), "--tokenizer", str(tokenizer), "--preset", "electra-tiny", "--objective", "rtd",
-        "--output", str(output), "--max-steps", "6", "--eval-every", "3", "--batch-size", "4", "--max-length", "32",
+        "--output", str(output), "--max-steps", "6", "--eval-every", "3", "--save-every", "3", "--batch-size", "4", "--max-length", "32",
         "--report-to", "none", "--cpu",
     ]  # fmt: skip
     assert main(argv) == 0  # with the fill-mask demo, on the generator
     return output
+
+
+def detection_argv(corpus, tokenizer, output, *extra):
+    return [
+        "pretrain", str(corpus), "--tokenizer", str(tokenizer), "--preset", "electra-tiny", "--output", str(output),
+        "--max-steps", "2", "--save-every", "1", "--batch-size", "4", "--max-length", "32", "--report-to", "none",
+        "--cpu", "--no-demo", *extra,
+    ]  # fmt: skip
 
 
 def test_the_run_writes_a_discriminator_and_a_generator(detection_run, capsys):
@@ -108,3 +116,45 @@ def test_masked_lm_uses_of_a_discriminator_name_its_generator(detection_run, cor
     assert main([*argv, "--output", str(tmp_path / "out"), "--max-length", "32", "--cpu"]) == 2
     assert not (tmp_path / "out").exists()  # nothing written
     assert "--objective rtd continues ELECTRA checkpoints" in capsys.readouterr().err
+
+
+def test_a_finished_run_resumed_keeps_its_generator_and_the_other_objective_is_refused(corpus_and_tokenizer, tmp_path, capsys):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "run"
+    assert main(detection_argv(corpus, tokenizer, output, "--objective", "rtd")) == 0
+    first = load_file(output / "generator" / "model.safetensors")
+    assert main(detection_argv(corpus, tokenizer, output, "--objective", "rtd", "--resume")) == 0  # nothing to train
+    again = load_file(output / "generator" / "model.safetensors")
+    assert first.keys() == again.keys() and all(torch.equal(first[k], again[k]) for k in first)
+    assert not list(output.glob(".generator*")) and not (output / "model" / "generator").exists()
+    capsys.readouterr()
+    assert main(detection_argv(corpus, tokenizer, output, "--resume")) == 2  # forgot --objective rtd
+    assert "was written by a replaced-token detection run: resume it with --objective rtd" in capsys.readouterr().err
+    # the settings of detection are refused without it; --overwrite with a masked LM leaves no old generator
+    assert main(detection_argv(corpus, tokenizer, tmp_path / "mlm", "--rtd-weight", "10")) == 2
+    assert "--rtd-weight is a setting of replaced-token detection" in capsys.readouterr().err
+    assert main(detection_argv(corpus, tokenizer, output, "--overwrite")) == 0
+    assert (output / "model").is_dir() and not (output / "generator").exists()
+    assert main(detection_argv(corpus, tokenizer, output, "--objective", "rtd", "--resume")) == 2
+    assert "was written by a masked-LM run: resume it without --objective rtd" in capsys.readouterr().err
+
+
+def test_a_generator_is_not_continued_as_a_discriminator_and_a_checkpoint_names_its_own(
+    detection_run, corpus_and_tokenizer, tmp_path, capsys
+):
+    corpus, _ = corpus_and_tokenizer
+    argv = [
+        "pretrain",
+        str(corpus),
+        "--init",
+        str(detection_run / "generator"),
+        "--objective",
+        "rtd",
+        "--output",
+        str(tmp_path / "o"),
+    ]
+    assert main([*argv, "--max-steps", "1", "--max-length", "32", "--cpu", "--no-demo"]) == 2
+    assert "is an ELECTRA generator (a masked LM): --objective rtd continues a discriminator" in capsys.readouterr().err
+    (step,) = [p for p in (detection_run / "checkpoints").iterdir() if p.name == "step-6"]
+    assert main(["fill", str(step), "the [MASK] of the play"]) == 2
+    assert f"use its generator, {step / 'generator'}" in capsys.readouterr().err

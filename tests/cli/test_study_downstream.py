@@ -148,3 +148,28 @@ def test_a_label_budget_beyond_the_training_examples_is_refused(labelled, tmp_pa
     assert main(argv) == 2
     assert "--label-budgets 100 is more than the 90 training examples: give at most 90, or all" in capsys.readouterr().err
     assert not (output / "study.json").exists()
+
+
+def test_mlm_against_rtd_is_one_study_scored_downstream(corpus_and_tokenizer, labelled, tmp_path, capsys, one_thread):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    argv = downstream_argv(corpus, tokenizer, labelled, output, "--objectives", "mlm,rtd", "--no-estimate")
+    argv = [*argv[: argv.index("--preset") + 1], "electra-tiny", *argv[argv.index("--preset") + 2 :]]
+    argv[argv.index("--label-budgets") + 1], argv[argv.index("--augment-rates") + 1] = "all", "0"
+    argv[argv.index("--pretrain-fractions") + 1] = "1"
+    assert main(argv) == 0
+    study = json.loads((output / "study.json").read_text())
+    trained = {c["point"]: c for c in study["cells"] if c.get("role") == "pretrain"}
+    assert set(trained) == {"token-0.15-bert", "rtd-token-0.15-bert"}
+    rtd_run = output / "cells" / "rtd-token-0.15-bert-seed0" / "pretrain"
+    assert (rtd_run / "generator" / "config.json").is_file()  # the rtd cell trained a detector; its model is the discriminator
+    assert json.loads((rtd_run / "model" / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
+    tuned = [c for c in study["cells"] if c.get("role") == "finetune"]
+    assert sorted((c["point"], c.get("objective")) for c in tuned) == sorted(
+        [("baseline", None)] * 2 + [("token-0.15-bert", "mlm")] * 2 + [("rtd-token-0.15-bert", "rtd")] * 2
+    )
+    downstream = study["downstream"]
+    (row,) = [r for r in downstream["objective"] if r["set"] == "clean" and r["metric"] == "macro_f1"]
+    assert row["point"] == "rtd-token-0.15-bert" and row["against"]["point"] == "token-0.15-bert" and len(row["values"]) == 2
+    report = (output / "report.html").read_text(encoding="utf-8")
+    assert "Replaced-token detection against the masked LM" in report and "Against the masked LM with the same masking" in report

@@ -363,3 +363,38 @@ def test_budgets_in_order_then_masking_augmentation_and_the_curve():
         "labels no checkpoint on it is measurably better than the checkpoint fine-tuned directly."
     )
     assert len(sentences) == 5
+
+
+def test_replaced_token_detection_pairs_with_the_masked_lm_of_the_same_masking():
+    def with_objective(cell, objective):
+        return {**cell, "objective": objective}
+
+    cells = [with_objective(tune("baseline", s, 0.70), None) for s in (0, 1, 2)]
+    cells += [with_objective(tune("token-0.15-bert", s, v), "mlm") for s, v in enumerate((0.72, 0.73, 0.74))]
+    cells += [with_objective(tune("whole_word-0.15-bert", s, v), "mlm") for s, v in enumerate((0.71, 0.71, 0.72))]
+    rtd = {"rtd-token-0.15-bert": (0.75, 0.77, 0.78), "rtd-whole_word-0.15-bert": (0.76, 0.76, 0.80)}
+    for point, values in rtd.items():
+        strategy = point.split("-")[1]
+        for s, v in enumerate(values):
+            cell = tune("token-0.15-bert", s, v)
+            cells.append(
+                {**cell, "point": point, "strategy": strategy, "objective": "rtd", "name": cell["name"].replace("token", point)}
+            )
+    summary = summarize(cells)
+    row = one(summary, "objective", point="rtd-token-0.15-bert", metric="macro_f1")
+    assert row["against"]["point"] == "token-0.15-bert"
+    assert row["paired"]["mean"] == pytest.approx(0.11 / 3)  # (0.03 + 0.04 + 0.04) / 3
+    assert (
+        one(summary, "objective", point="rtd-whole_word-0.15-bert", metric="macro_f1")["against"]["point"]
+        == "whole_word-0.15-bert"
+    )
+    # masking comparisons stay within an objective: rtd whole-word against rtd token, mlm against mlm
+    against = {r["point"]: r["against"]["point"] for r in rows(summary, "masking", metric="macro_f1")}
+    assert against == {"whole_word-0.15-bert": "token-0.15-bert", "rtd-whole_word-0.15-bert": "rtd-token-0.15-bert"}
+    assert not rows(summary, "objective", point="token-0.15-bert")  # a masked-LM point has no objective row
+    words = describe_point(summary["points"]["rtd-token-0.15-bert"])
+    assert words == "replaced-token detection on token masking at 0.15"
+    sentence = next(s for s in verdict(summary) if s.startswith("Against the masked LM"))
+    assert sentence.startswith(
+        "Against the masked LM with the same masking (macro-F1, clean set, full pre-training, no augmentation), 2 comparisons:"
+    )

@@ -199,3 +199,42 @@ def test_terms_settings_that_contradict_the_grid_are_refused(tmp_path):
         study_config({"output": "o", "max_steps": 5, "strategies": "token,terms", "mask_terms": "t.txt"})
     with pytest.raises(ValueError, match="--terms-file is what the 'terms' cells mask first: add terms to --strategies"):
         study_config({"output": "o", "max_steps": 5, "strategies": "token", "terms_file": str(terms)})
+
+
+def test_the_objective_axis_names_its_cells_and_sets_each_cells_objective():
+    from tokenmask.experiments.study_grid import cell_config
+
+    grid = StudyGrid(("token", "whole_word"), (0.15,), objectives=("mlm", "rtd"))
+    names = [cell.name for cell in grid.cells()]
+    assert names == [
+        "token-0.15-bert-seed0",
+        "whole_word-0.15-bert-seed0",
+        "rtd-token-0.15-bert-seed0",
+        "rtd-whole_word-0.15-bert-seed0",
+    ]
+    assert grid.describe() == "4 cells: 2 objectives x 2 strategies x 1 rate x 1 corruption x 1 seed"
+    base = PretrainConfig(loop=LoopConfig(output="o", max_steps=5), preset="electra-tiny")
+    objectives = [cell_config(base, cell.coordinates, "o/cells/x").objective for cell in grid.cells()]
+    assert objectives == ["mlm", "mlm", "rtd", "rtd"]
+    # a masked-LM grid has no objective axis: its cells keep the coordinates (and identities) they always had
+    plain = StudyGrid(("token",), (0.15,))
+    assert "objective" not in plain.cells()[0].coordinates and "objectives" not in plain.to_dict()
+    assert grid.to_dict()["objectives"] == ["mlm", "rtd"]
+    with pytest.raises(ValueError, match="objectives must be one of mlm, rtd; got 'electra'"):
+        StudyGrid(objectives=("electra",))
+
+
+def test_rtd_cells_need_an_electra_preset_before_anything_runs():
+    with pytest.raises(ValueError, match="--objectives rtd: .*choose --preset electra-tiny"):
+        study_config({"output": "o", "objectives": "mlm,rtd"})
+    assert study_config({"output": "o", "objectives": "mlm,rtd", "preset": "electra-tiny"}).grid.objectives == ("mlm", "rtd")
+    with pytest.raises(ValueError, match="objective is set per cell by the grid"):
+        study_config({"output": "o", "objective": "rtd", "preset": "electra-tiny"})
+
+
+def test_settings_added_later_stay_out_of_the_plan_at_their_defaults():
+    # a study recorded before replaced-token detection existed has none of its settings in its plan: it must still resume
+    plan = study_config({"output": "o"}).plan()
+    assert not {"rtd_weight", "generator_share", "objective"} & plan["settings"].keys() and "objectives" not in plan["grid"]
+    changed = study_config({"output": "o", "rtd_weight": 10.0, "preset": "electra-tiny", "objectives": "rtd"}).plan()
+    assert changed["settings"]["rtd_weight"] == 10.0 and changed["grid"]["objectives"] == ["rtd"]

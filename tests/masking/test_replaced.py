@@ -41,6 +41,9 @@ def test_the_same_logits_and_noise_give_the_same_sample_and_nothing_is_changed()
     assert torch.equal(logits, before[0]) and torch.equal(noise, before[1])
     # bf16 logits (autocast) sample too, and still only allowed ids
     assert allowed[sample_replacements(logits.bfloat16(), noise, allowed)].all()
+    # in chunks of rows: the same samples, whatever the chunk
+    assert torch.equal(sample_replacements(logits, noise, allowed, chunk=7), first)
+    assert sample_replacements(logits[:0], noise[:0], allowed).shape == (0,)
 
 
 def test_noise_depends_on_example_and_position_not_on_the_batch():

@@ -168,7 +168,7 @@ class MaskingCollator:
             masking = MaskingConfig(units=UnitConfig(strategy="span"))
             collator = MaskingCollator.from_config(tokenizer, masking, seed=0)
 
-        ``replacement_noise`` adds a ``replacement_noise`` ``(B, T)`` float64 tensor to each
+        ``replacement_noise`` adds a ``replacement_noise`` ``(B, T)`` float32 tensor to each
         batch: the uniforms a replaced-token-detection generator samples its replacements with
         (:func:`~tokenmask.masking.replaced.replacement_noise`), keyed like the masks.
 

@@ -211,7 +211,8 @@ def finetune_cells(sources: Sequence[Cell], plan: DownstreamPlan, first_seed: in
 
 def _origin(source: Cell) -> Callable[[Coordinates], Coordinates]:
     """A fine-tuning cell's coordinates from its source: its grid point and pre-training seed."""
-    shared = {key: source.coordinates[key] for key in ("point", "strategy", "rate", "rate_end", "corruption")}
+    keys = ("point", "objective", "strategy", "rate", "rate_end", "corruption")  # an objective where the grid crosses them
+    shared = {key: source.coordinates[key] for key in keys if key in source.coordinates}
     return lambda _: {
         "role": FINETUNE, **shared, "pretrain_seed": source.coordinates["seed"], "source": source.name,
         "source_folder": source.folder,

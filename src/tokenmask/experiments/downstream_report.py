@@ -179,6 +179,10 @@ def downstream_parts(summary: Mapping[str, Any], folder: Path) -> list[Part]:
     if masked:
         parts += [Heading("Masking against token masking"),
                   comparison_table(masked, against="against", caption=f"clean {name}, against token masking at the same rate")]  # fmt: skip
+    objective = [r for r in summary.get("objective", ()) if r["metric"] == primary and r["set"] == CLEAN]
+    if objective:
+        parts += [Heading("Replaced-token detection against the masked LM"),
+                  comparison_table(objective, against="against", caption=f"clean {name}, against the masked LM with the same masking")]  # fmt: skip
     if any(c["metric"] == primary for c in summary["curve"]):
         figure = plot_downstream(summary, folder / DOWNSTREAM_PLOT)
         parts.append(Figure(figure, caption=f"clean {name} against pre-training tokens, mean ± sd over runs"))

@@ -59,16 +59,19 @@ def summarize_downstream(cells: Sequence[Mapping[str, Any]], *, metrics: Sequenc
     and pending cells are left out).
 
     Keys: ``metrics``, ``primary``, ``narrow`` (:data:`NARROW`), ``sizes`` (smallest first),
-    ``sets`` (clean first), ``points`` (point -> its ``strategy``, ``rate``, ``rate_end``,
-    ``corruption``; all None for the baseline), and four lists of rows:
+    ``sets`` (clean first), ``points`` (point -> its ``objective`` (None but where the grid crosses
+    objectives), ``strategy``, ``rate``, ``rate_end``,
+    ``corruption``; all None for the baseline), and five lists of rows:
 
     - ``against_baseline``: per (size, set, metric), one row per (point, fraction, augment);
       paired with the baseline cell of the same size, augment 0 and fine-tuning seed (and
       pre-training seed, where the baseline differs per pre-training seed); the baseline's own
       row at augment 0 has no ``against``.
     - ``augmentation``: each augment > 0 against the same (point, fraction) at augment 0.
-    - ``masking``: each strategy's point against the ``token`` point of the same rate, rate end
-      and corruption, at the same fraction and augment.
+    - ``masking``: each strategy's point against the ``token`` point of the same objective, rate,
+      rate end and corruption, at the same fraction and augment.
+    - ``objective``: each replaced-token-detection point against the masked-LM point of the same
+      masking, at the same fraction and augment.
     - ``curve``: per (size, pre-trained point, metric) on the clean set at augment 0, the
       ``fractions`` from 0 (the baseline) up, each with ``pretrain_tokens``, ``n``, ``mean``,
       ``sd`` and ``paired`` (against the baseline).
@@ -89,7 +92,7 @@ def summarize_downstream(cells: Sequence[Mapping[str, Any]], *, metrics: Sequenc
     if primary not in metrics:
         raise ValueError(f"the primary metric {primary!r} is not among the metrics {list(metrics)}")
     tuning = [cell for cell in cells if cell.get("role") == FINETUNE]
-    points = {c["point"]: {k: c.get(k) for k in ("strategy", "rate", "rate_end", "corruption")} for c in tuning}
+    points = {c["point"]: {k: c.get(k) for k in ("objective", "strategy", "rate", "rate_end", "corruption")} for c in tuning}
     order = {point: index for index, point in enumerate(points)}
     finished = [cell for cell in tuning if cell.get("status") != "pending" and cell.get("scores")]
     by_size: dict[str, dict[Group, Runs]] = {}
@@ -101,7 +104,7 @@ def summarize_downstream(cells: Sequence[Mapping[str, Any]], *, metrics: Sequenc
     # pending cells count here: a partial record must not pair pre-training seed 1 with the baseline of seed 0
     baselines = {cell.get("pretrain_seed") for cell in tuning if points[cell["point"]]["strategy"] is None}
     baseline_key: Callable[[tuple[int, int]], Hashable] = _same_runs if len(baselines) > 1 else _fine_tuning_seed
-    against_baseline, augmentation, masking = [], [], []
+    against_baseline, augmentation, masking, objective = [], [], [], []
     for size in sizes:
         groups = by_size[size]
         ordered = sorted(groups, key=lambda g: (points[g[0]]["strategy"] is not None, order[g[0]], g[1], g[2]))  # baseline first
@@ -122,12 +125,15 @@ def summarize_downstream(cells: Sequence[Mapping[str, Any]], *, metrics: Sequenc
                     token = _token_point(points, group[0])
                     if token is not None and (token, group[1], group[2]) in groups:
                         masking.append(row(group, (token, group[1], group[2]), _same_runs))
-    against_baseline, augmentation, masking = (
-        [r for r in rows if r["values"]] for rows in (against_baseline, augmentation, masking)
+                    masked_lm = _masked_lm_point(points, group[0])
+                    if masked_lm is not None and (masked_lm, group[1], group[2]) in groups:
+                        objective.append(row(group, (masked_lm, group[1], group[2]), _same_runs))
+    against_baseline, augmentation, masking, objective = (
+        [r for r in rows if r["values"]] for rows in (against_baseline, augmentation, masking, objective)
     )
     summary = {"metrics": list(metrics), "primary": primary, "narrow": NARROW, "sizes": sizes, "sets": sets, "points": points}
     return summary | {"against_baseline": against_baseline, "augmentation": augmentation, "masking": masking,
-                      "curve": _curve(against_baseline, points, metrics)}  # fmt: skip
+                      "objective": objective, "curve": _curve(against_baseline, points, metrics)}  # fmt: skip
 
 
 def _group(cell: Mapping[str, Any]) -> Group:
@@ -145,12 +151,22 @@ def _fine_tuning_seed(key: tuple[int, int]) -> Hashable:
 
 
 def _token_point(points: Mapping[str, Mapping[str, Any]], point: str) -> str | None:
-    """The ``token`` point of the same rate, rate end and corruption as ``point`` (None for token itself or the baseline)."""
+    """The ``token`` point of the same objective, rate, rate end and corruption as ``point`` (None
+    for token itself or the baseline)."""
     own = points[point]
     if own["strategy"] in (None, "token"):
         return None
-    same = ("rate", "rate_end", "corruption")
-    return next((p for p, c in points.items() if c["strategy"] == "token" and all(c[k] == own[k] for k in same)), None)
+    same = ("objective", "rate", "rate_end", "corruption")
+    return next((p for p, c in points.items() if c["strategy"] == "token" and all(c.get(k) == own.get(k) for k in same)), None)
+
+
+def _masked_lm_point(points: Mapping[str, Mapping[str, Any]], point: str) -> str | None:
+    """For a replaced-token-detection point, the masked-LM point of the same masking (None otherwise)."""
+    own = points[point]
+    if own.get("objective") != "rtd":
+        return None
+    same = ("strategy", "rate", "rate_end", "corruption")
+    return next((p for p, c in points.items() if c.get("objective") == "mlm" and all(c[k] == own[k] for k in same)), None)
 
 
 def _rows_maker(
@@ -261,16 +277,20 @@ def verdict(summary: Mapping[str, Any]) -> list[str]:
             sentences.append(_budget_sentence(paired, summary["points"], primary, augment=lowest))
         elif tuned:
             sentences.append(f"{_at(size)}, no continued pre-training run has a finished baseline run to pair with yet.")
-    sentences += [s for s in (_masking_sentence(summary), _augmentation_sentence(summary), _curve_sentence(summary)) if s]
+    later = (_masking_sentence(summary), _objective_sentence(summary), _augmentation_sentence(summary), _curve_sentence(summary))
+    sentences += [s for s in later if s]
     return sentences
 
 
 def describe_point(coordinates: Mapping[str, Any]) -> str:
-    """A grid point in words: ``whole-word masking at 0.15``, ``span masking at 0.3 falling to 0.15 (mask-only)``."""
+    """A grid point in words: ``whole-word masking at 0.15``, ``span masking at 0.3 falling to 0.15 (mask-only)``,
+    ``replaced-token detection on token masking at 0.15``."""
     strategy = coordinates.get("strategy")
     if strategy is None:
         return "the checkpoint itself"
     words = f"{_STRATEGY_WORDS.get(strategy, strategy.replace('_', ' ') + ' masking')} at {coordinates['rate']:g}"
+    if coordinates.get("objective") == "rtd":
+        words = f"replaced-token detection on {words}"
     end = coordinates.get("rate_end")
     if end is not None:
         words += f" {'falling' if end < coordinates['rate'] else 'rising'} to {end:g}"
@@ -431,6 +451,24 @@ def _masking_sentence(summary: Mapping[str, Any]) -> str | None:
     rows = [r for r in rows if r["fraction"] == fraction]
     tally = _tally(rows, lambda r: f"{describe_point(points_[r['point']])} {_with(r['size'])}")
     return f"Against token masking at the same rate ({metric_words(primary)}, clean set, {budget}, no augmentation), {tally}."
+
+
+def _objective_sentence(summary: Mapping[str, Any]) -> str | None:
+    """Replaced-token detection against the masked LM trained with the same masking (clean set, no augmentation)."""
+    primary, points_ = summary["primary"], summary["points"]
+    rows = [
+        r for r in summary.get("objective", ())
+        if r["set"] == CLEAN and r["metric"] == primary and r["augment"] == 0.0 and r["paired"]
+    ]  # fmt: skip
+    if not rows:
+        return None
+    fraction = max(r["fraction"] for r in rows)
+    budget = "full pre-training" if fraction == 1.0 else f"{fraction:g} of the pre-training budget"
+    rows = [r for r in rows if r["fraction"] == fraction]
+    tally = _tally(rows, lambda r: f"{describe_point(points_[r['point']])} {_with(r['size'])}")
+    return (
+        f"Against the masked LM with the same masking ({metric_words(primary)}, clean set, {budget}, no augmentation), {tally}."
+    )
 
 
 def _augmentation_sentence(summary: Mapping[str, Any]) -> str | None:

@@ -70,6 +70,11 @@ GROWING = (
 more seeds, budgets, strategies… Not the pre-training fractions: each pre-training cell saves
 the snapshots it was planned with."""
 
+ADDED_LATER = {"rtd_weight": 50.0, "generator_share": 0.25}
+"""Pre-training settings added after studies were first recorded, with their defaults: a plan
+leaves them out at those values, so a study recorded before they existed still resumes (its
+cells' identities include the plan)."""
+
 _SCORES = ("loss", "perplexity", "accuracy", "targets")
 """The fixed-mask scores a cell's result keeps (from the last evaluation of metrics.jsonl)."""
 
@@ -130,6 +135,11 @@ class StudyConfig:
             raise ValueError("--mask-terms applies to every cell: give the terms cells' file with --terms-file instead")
         if self.terms_file is not None and not terms:
             raise ValueError(f"--terms-file is what the '{TERMS}' cells mask first: add {TERMS} to --strategies")
+        if "rtd" in self.grid.objectives:
+            try:
+                replace(self.base, objective="rtd")  # the checks an rtd cell's config will meet, before anything runs
+            except ValueError as error:
+                raise ValueError(f"--objectives rtd: {error}") from None
         loop = self.base.loop
         if self.snapshots and (loop.max_time is not None or not (loop.max_tokens or loop.max_steps)):
             raise ValueError(
@@ -160,6 +170,7 @@ class StudyConfig:
     def plan(self) -> dict[str, Any]:
         """What the study trains, JSON-ready: the part of ``study.json`` a resumed study must match."""
         settings = {k: v for k, v in flatten(self.base).items() if k not in (*GRID_KEYS, *RUN_KEYS)}
+        settings = {k: v for k, v in settings.items() if k not in ADDED_LATER or v != ADDED_LATER[k]}
         finetune = self.downstream.to_dict(self.base) if self.downstream.enabled else None
         plan: dict[str, Any] = {"grid": self.grid.to_dict(), "settings": settings, "finetune": finetune}
         if TERMS in self.grid.strategies:
@@ -185,7 +196,9 @@ def study_config(settings: Mapping[str, Any]) -> StudyConfig:
     """
     for key in GRID_KEYS:
         if key in settings:
-            raise ValueError(f"{key} is set per cell by the grid (--strategies, --rates, --rate-ends, --corruption)")
+            raise ValueError(
+                f"{key} is set per cell by the grid (--strategies, --rates, --rate-ends, --corruption, --objectives)"
+            )
     sections: dict[str, dict[str, Any]] = {"base": {}, "grid": {}, "study": {}}
     where = {leaf.key: leaf.path[0] for leaf in leaves(StudyConfig)}
     for key, value in settings.items():

@@ -1,12 +1,12 @@
 """The grid of a pre-training study: which masking each cell trains with, and what each cell is called.
 
-A :class:`StudyGrid` crosses strategies x masking rates x rate schedules x corruptions, and each
+A :class:`StudyGrid` crosses objectives x strategies x masking rates x rate schedules x corruptions, and each
 point runs once per seed: ``StudyGrid(("token", "span"), (0.15, 0.3)).cells(first_seed=0)`` gives
 the four cells ``token-0.15-bert-seed0, token-0.3-bert-seed0, span-0.15-bert-seed0,
 span-0.3-bert-seed0``; each axis is declared once, as a setting (its flag, help and YAML key)
 and as an :class:`~tokenmask.experiments.sweep.Axis` of the sweep. :func:`cell_config` turns a
 base :class:`PretrainConfig` into a cell's own: only the masking, the rate schedule, the seed,
-the output folder and the common evaluation differ between cells. No torch here: the command
+the output folder, the objective and the common evaluation differ between cells. No torch here: the command
 line validates a grid before anything loads.
 """
 
@@ -28,7 +28,9 @@ CORRUPTIONS: dict[str, tuple[float, float]] = {"bert": (0.8, 0.1), "mask-only": 
 """Corruption name -> (``mask_replace_prob``, ``random_replace_prob``): ``bert`` is 80/10/10,
 ``mask-only`` replaces every target by the mask token."""
 
-GRID_KEYS = ("strategy", "mlm_probability", "mlm_probability_end", "mask_replace_prob", "random_replace_prob", "eval_masking")
+GRID_KEYS = (
+    "strategy", "mlm_probability", "mlm_probability_end", "mask_replace_prob", "random_replace_prob", "eval_masking", "objective",
+)  # fmt: skip
 """The pre-training settings each cell sets itself; a study's base config leaves them at their defaults."""
 
 TERMS = "terms"
@@ -37,6 +39,9 @@ TERMS = "terms"
 
 TERMS_FILE = "terms.txt"
 """OUTPUT/terms.txt: the domain terms a study found for its :data:`TERMS` cells."""
+
+OBJECTIVES = ("mlm", "rtd")
+"""The pre-training objectives a grid may cross: masked LM, replaced-token detection (ELECTRA)."""
 
 BASELINE = "baseline"
 """The grid point of the cells that fine-tune the untrained model (``baseline-seed0``, …)."""
@@ -71,9 +76,16 @@ class StudyGrid:
         help="comma-separated rate-schedule ends: none = constant rate, a number = linearly from the cell's rate to it",
     )
     seeds: int = setting(1, help="runs per cell, seeds --seed, --seed + 1, …", ge=1)
+    objectives: tuple[str, ...] = setting(
+        ("mlm",),
+        separator=",",
+        help="comma-separated pre-training objectives: mlm (masked LM), rtd (replaced-token detection, ELECTRA: "
+        "an electra preset); each strategy x rate is trained with each",
+    )
 
     def __post_init__(self) -> None:
         check(self)
+        check_axis("objectives", self.objectives, lambda o: o in OBJECTIVES, f"one of {', '.join(OBJECTIVES)}")
         allowed = (*COMMAND_LINE_STRATEGIES, TERMS)  # every strategy but 'given', whose spans come from the caller
         check_axis("strategies", self.strategies, lambda s: s in allowed, f"one of {', '.join(allowed)}")
         check_axis("rates", self.rates, lambda r: 0.0 < r <= 1.0, "in (0, 1]")
@@ -81,8 +93,14 @@ class StudyGrid:
         check_axis("rate ends", self.rate_ends, lambda r: r is None or 0.0 < r <= 1.0, "'none' or in (0, 1]")
 
     def axes(self, first_seed: int = 0) -> tuple[Axis, ...]:
-        """The sweep's axes, slowest first: strategy, rate, rate end, corruption, seed."""
+        """The sweep's axes, slowest first: (objective,) strategy, rate, rate end, corruption, seed.
+
+        The objective is an axis only when the grid crosses more than the masked LM, so the
+        cells of a masked-LM study keep the names and identities they always had.
+        """
+        objective = (Axis("objective", self.objectives),) if self.objectives != ("mlm",) else ()
         return (
+            *objective,
             Axis("strategy", self.strategies),
             Axis("rate", self.rates),
             Axis("rate_end", self.rate_ends),
@@ -98,8 +116,9 @@ class StudyGrid:
         return cross(self.axes(first_seed), name=cell_name, folder=cell_folder, derive=lambda c: {"point": point(c)})
 
     def describe(self) -> str:
-        """``8 cells: 4 strategies x 2 rates x 1 corruption x 1 seed``."""
-        axes = [(len(self.strategies), "strateg", "y", "ies"), (len(self.rates), "rate", "", "s")]
+        """``8 cells: 4 strategies x 2 rates x 1 corruption x 1 seed`` (``2 objectives x …`` when it crosses them)."""
+        axes = [(len(self.objectives), "objective", "", "s")] if self.objectives != ("mlm",) else []
+        axes += [(len(self.strategies), "strateg", "y", "ies"), (len(self.rates), "rate", "", "s")]
         if self.rate_ends != (None,):
             axes.append((len(self.rate_ends), "rate schedule", "", "s"))
         axes += [(len(self.corruptions), "corruption", "", "s"), (self.seeds, "seed", "", "s")]
@@ -109,7 +128,12 @@ class StudyGrid:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: list(value) if isinstance(value, tuple) else value for key, value in dataclasses.asdict(self).items()}
+        """The grid as a plan records it; ``objectives`` only when it is not the masked LM alone,
+        so that the plans of studies recorded before the axis existed still match."""
+        grid = {key: list(value) if isinstance(value, tuple) else value for key, value in dataclasses.asdict(self).items()}
+        if self.objectives == ("mlm",):
+            del grid["objectives"]
+        return grid
 
 
 def baseline_cells(seeds: Sequence[int]) -> list[Cell]:
@@ -119,11 +143,13 @@ def baseline_cells(seeds: Sequence[int]) -> list[Cell]:
 
 
 def point(coordinates: Coordinates) -> str:
-    """The grid point, the same for every seed: ``span-0.3-bert``, ``span-0.3to0.15-bert``, or ``baseline``."""
+    """The grid point, the same for every seed: ``span-0.3-bert``, ``span-0.3to0.15-bert``,
+    ``rtd-span-0.3-bert`` (replaced-token detection), or ``baseline``."""
     if coordinates["strategy"] is None:
         return BASELINE
     end = f"to{coordinates['rate_end']:g}" if coordinates["rate_end"] is not None else ""
-    return f"{coordinates['strategy']}-{coordinates['rate']:g}{end}-{coordinates['corruption']}"
+    objective = "rtd-" if coordinates.get("objective") == "rtd" else ""
+    return f"{objective}{coordinates['strategy']}-{coordinates['rate']:g}{end}-{coordinates['corruption']}"
 
 
 def cell_name(coordinates: Coordinates) -> str:
@@ -139,8 +165,8 @@ def cell_folder(coordinates: Coordinates) -> str:
 def cell_config(
     base: PretrainConfig, coordinates: Coordinates, output: str | Path, *, resume: bool = False, terms: str | None = None
 ) -> PretrainConfig:
-    """``base`` with a cell's masking, rate schedule, seed and output, scored on the common masks;
-    a :data:`TERMS` cell masks whole words with ``terms`` (a terms file) first.
+    """``base`` with a cell's objective, masking, rate schedule, seed and output, scored on the
+    common masks; a :data:`TERMS` cell masks whole words with ``terms`` (a terms file) first.
 
     Raises:
         ValueError: a baseline cell (it does not pre-train), a terms cell without ``terms``, or a
@@ -163,7 +189,12 @@ def cell_config(
         corruption=replace(masking.corruption, mask_replace_prob=mask, random_replace_prob=random),
     )
     loop = replace(base.loop, output=str(output), seed=coordinates["seed"], resume=resume, overwrite=False)
-    return replace(base, masking=masking, mlm_probability_end=coordinates["rate_end"], eval_masking="common", loop=loop)
+    objective = coordinates.get("objective", "mlm")
+    cell = replace(base, masking=masking, mlm_probability_end=coordinates["rate_end"], eval_masking="common", loop=loop)
+    if objective == "rtd":
+        return replace(cell, objective="rtd")
+    # the base's detection settings are for the rtd cells: a masked-LM cell leaves them at their defaults
+    return replace(cell, objective="mlm", rtd_weight=50.0, generator_share=0.25)
 
 
 DEFAULT_GRID = StudyGrid()

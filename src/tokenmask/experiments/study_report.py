@@ -172,6 +172,12 @@ def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
     return save_png(figure, path)
 
 
+def _series(summary: PointSummary) -> str:
+    """A point without its strategy, the series it is plotted in: ``span-0.3-bert`` -> ``0.3-bert``,
+    ``rtd-span-0.3-bert`` -> ``rtd-0.3-bert``."""
+    return summary.point.replace(f"{summary.cells[0]['strategy']}-", "", 1)
+
+
 def plot_final(study: Mapping[str, Any], path: Path) -> Path:
     """The final fixed-mask accuracy by strategy (x) and rate schedule and corruption (one series
     each): each seed a dot, the mean ± std a bar."""
@@ -179,11 +185,11 @@ def plot_final(study: Mapping[str, Any], path: Path) -> Path:
     summaries = summarize(study)
     figure, axes = plt.subplots(figsize=(7, 4.5))
     strategies = list(dict.fromkeys(c["strategy"] for c in study["cells"] if role(c) == "pretrain"))
-    series = list(dict.fromkeys(s.point.split("-", 1)[1] for s in summaries))
+    named = [(s, str(s.cells[0]["strategy"]), _series(s)) for s in summaries]
+    series = list(dict.fromkeys(name for _, _, name in named))
     width = 0.8 / max(1, len(series))
     labelled: set[str] = set()
-    for s in summaries:
-        strategy, name = s.point.split("-", 1)
+    for s, strategy, name in named:
         if s.accuracy is None:
             continue
         number = series.index(name)

@@ -29,13 +29,14 @@ def replacement_noise(example_ids: np.ndarray, width: int, *, seed: int, epoch: 
         seed, epoch: as for the masks.
 
     Returns:
-        ``(B, T)`` float64; the numbers at a position do not depend on the batch or its width.
+        ``(B, T)`` float32 (every device has it); the numbers at a position do not depend on the
+        batch or its width.
     """
     keys = RowKeys.derive(example_ids, seed=seed, epoch=epoch)
-    return unit_float(keys.bits(Stream.SAMPLE, np.arange(width, dtype=np.int64)))
+    return unit_float(keys.bits(Stream.SAMPLE, np.arange(width, dtype=np.int64))).astype(np.float32)
 
 
-def sample_replacements(logits: torch.Tensor, noise: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+def sample_replacements(logits: torch.Tensor, noise: torch.Tensor, allowed: torch.Tensor, *, chunk: int = 1024) -> torch.Tensor:
     """Draw one id per row from ``softmax(logits)`` restricted to ``allowed`` ids, by inverse CDF.
 
     Row ``n`` gets the first id whose cumulative probability exceeds ``noise[n]``: one uniform
@@ -50,18 +51,26 @@ def sample_replacements(logits: torch.Tensor, noise: torch.Tensor, allowed: torc
         logits: ``(N, V)`` generator logits at the targets (any float dtype; no gradient flows).
         noise: ``(N,)`` uniforms in ``[0, 1)``.
         allowed: ``(V,)`` bool, at least one True.
+        chunk: rows sampled at once: the float32 CDF of a chunk is ``chunk x V`` (1,024 rows of a
+            30k vocabulary: 125 MB), whatever the batch.
 
     Returns:
         ``(N,)`` int64 ids, on ``logits``' device.
     """
+    last_allowed = int(torch.nonzero(allowed).max())
+    starts = range(0, logits.shape[0], chunk)
+    drawn = [_inverse_cdf(logits[i : i + chunk], noise[i : i + chunk], allowed, last_allowed) for i in starts]
+    return torch.cat(drawn) if drawn else torch.zeros(0, dtype=torch.long, device=logits.device)
+
+
+def _inverse_cdf(logits: torch.Tensor, noise: torch.Tensor, allowed: torch.Tensor, last_allowed: int) -> torch.Tensor:
     with torch.no_grad():
-        scores = logits.detach().double().masked_fill(~allowed, float("-inf"))
-        cdf = torch.softmax(scores, dim=-1).cumsum(dim=-1)  # (N, V)
+        scores = logits.detach().float().masked_fill(~allowed, float("-inf"))
+        cdf = torch.softmax(scores, dim=-1).cumsum(dim=-1)  # (n, V)
         wanted = noise.to(cdf) * cdf[:, -1]  # the last entry is 1 up to rounding
         drawn = torch.searchsorted(cdf, wanted.unsqueeze(-1), right=True).squeeze(-1)
         drawn = drawn.clamp_(max=logits.shape[-1] - 1)
-        # rounding can land on a trailing disallowed id: take the last allowed one instead
-        last_allowed = int(torch.nonzero(allowed).max())
+        # rounding can land on a disallowed id just past the mass: take the last allowed one instead
         return torch.where(allowed[drawn], drawn, torch.full_like(drawn, last_allowed))
 
 

@@ -9,6 +9,7 @@ moves the generator out of OUTPUT/model into OUTPUT/generator once the run is do
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tokenmask.collate.collator import MaskingCollator
+from tokenmask.files import fsync_folder
 from tokenmask.masking.config import CorruptionConfig, MaskingConfig
 from tokenmask.masking.vocab import VocabTables
 from tokenmask.train.checkpoint import CARD_FILE
@@ -30,6 +32,30 @@ if TYPE_CHECKING:
 
     from tokenmask.collate.pad import Feature
     from tokenmask.recipes.config import PretrainConfig
+
+
+RTD_SETTINGS = {"rtd_weight": 50.0, "generator_share": 0.25}
+"""Replaced-token detection's own settings and their defaults."""
+
+
+def check_objective_settings(config: PretrainConfig) -> None:
+    """``ValueError`` for a replaced-token-detection setting changed in a masked-LM run (it would be ignored)."""
+    if config.objective == "rtd":
+        return
+    for name, default in RTD_SETTINGS.items():
+        if getattr(config, name) != default:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{flag} is a setting of replaced-token detection: add --objective rtd, or leave it out")
+
+
+def check_resumed_objective(checkpoint: Path, objective: str) -> None:
+    """``ValueError`` when a resumed run's checkpoint was written under the other objective
+    (a replaced-token detection checkpoint holds a ``generator`` subfolder)."""
+    detector = (checkpoint / GENERATOR_FOLDER / "config.json").is_file()
+    if detector and objective != "rtd":
+        raise ValueError(f"--resume: {checkpoint} was written by a replaced-token detection run: resume it with --objective rtd")
+    if not detector and objective == "rtd":
+        raise ValueError(f"--resume: {checkpoint} was written by a masked-LM run: resume it without --objective rtd")
 
 
 def allowed_samples(vocab: VocabTables) -> torch.Tensor:
@@ -75,6 +101,11 @@ def detector_model(
             f"--objective rtd continues ELECTRA checkpoints (a discriminator: a run's OUTPUT/model, "
             f"google/electra-small-discriminator…); {start.name} is a {kind}: pre-train it with the masked-LM objective"
         )
+    if "ElectraForMaskedLM" in (start.config.get("architectures") or []):
+        raise ValueError(
+            f"{start.name} is an ELECTRA generator (a masked LM): --objective rtd continues a discriminator, "
+            "e.g. the run's OUTPUT/model"
+        )
     discriminator, info = open_checkpoint(ElectraForPreTraining, start)
     require_encoder_weights(start.name, discriminator, info.get("missing_keys", ()))
     check_fits(discriminator, vocab_size=vocab.size, max_length=config.blocks.max_length, name=start.name)
@@ -104,14 +135,21 @@ def detector_metrics(
 def place_generator(output: Path, card: str) -> Path | None:
     """Move the generator a finished run saved in OUTPUT/model/generator to OUTPUT/generator, with its card.
 
-    An OUTPUT/generator already there (a run resumed after it finished) is replaced. Returns the
-    folder, or None when OUTPUT/model holds no generator (another process of a distributed run).
+    An OUTPUT/generator already there (a run resumed after it finished) is replaced by renames, as
+    checkpoints are (a kill between them leaves ``.generator.previous-PID``, which a resumed run
+    restores). The main process alone calls it. Returns the folder, or None when OUTPUT/model
+    holds no generator.
     """
-    inside = Path(output) / "model" / GENERATOR_FOLDER
+    output = Path(output)
+    inside = output / "model" / GENERATOR_FOLDER
     if not inside.is_dir():
         return None
     (inside / CARD_FILE).write_text(card, encoding="utf-8")
-    target = Path(output) / GENERATOR_FOLDER
-    shutil.rmtree(target, ignore_errors=True)
+    target = output / GENERATOR_FOLDER
+    previous = output / f".{GENERATOR_FOLDER}.previous-{os.getpid()}"  # remove_leftovers restores it after a kill
+    if target.exists():
+        target.rename(previous)
     inside.rename(target)
+    fsync_folder(output)
+    shutil.rmtree(previous, ignore_errors=True)
     return target

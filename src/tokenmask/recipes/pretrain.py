@@ -22,7 +22,14 @@ from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.recipes.config import COMMON_EVAL_MASKING, PretrainConfig, resumed_hub
-from tokenmask.recipes.detection import detector_metrics, detector_model, place_generator, replaced_collator
+from tokenmask.recipes.detection import (
+    check_objective_settings,
+    check_resumed_objective,
+    detector_metrics,
+    detector_model,
+    place_generator,
+    replaced_collator,
+)
 from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline, warmup_length
 from tokenmask.recipes.pretrain_data import check_maskable, pretrain_data, rate_schedule
 from tokenmask.recipes.run_cards import pretrain_card
@@ -57,15 +64,17 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, co
 
     Raises:
         ValueError: bad corpus, tokenizer, model or output settings; a corpus too small for
-            one batch (the message says which ``batch_size`` fits).
+            one batch (the message says which ``batch_size`` fits); replaced-token detection's
+            settings without ``objective="rtd"``, or a resumed checkpoint of the other objective.
     """
+    check_objective_settings(config)
     config, start = pin_revision(config)
     reporter.message(describe(config))
     generator_cards: list[Callable[[TrainResult], str]] = []
 
     def build(checkpoint: Path | None, shard: Shard) -> Job:
         job, card = _job(config, start, checkpoint, shard, reporter if shard.is_main else QuietReporter(), command)
-        if card is not None:
+        if card is not None and shard.is_main:  # only the main process writes OUTPUT
             generator_cards.append(card)
         return job
 
@@ -180,6 +189,8 @@ def _job(
     notes: tuple[str, ...] = ()
     source = checkpoint if checkpoint is not None else start  # a resumed run loads its checkpoint
     detecting = config.objective == "rtd"
+    if checkpoint is not None:
+        check_resumed_objective(checkpoint, config.objective)
     collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed, replacement_noise=detecting)
     model: torch.nn.Module
     if detecting:

@@ -64,7 +64,8 @@ _DETECTOR_PARTS = {
         "The discriminator of a replaced-token detection run (ELECTRA): an `ElectraForPreTraining` that learned, at "
         "every token, whether a generator had replaced it. Fine-tune it (`tokenmask finetune --model` this folder, or "
         "`AutoModelForSequenceClassification` / `AutoModelForTokenClassification`, which add a new head). The run's "
-        "generator, a masked LM for fill-mask, is in `../generator`."
+        "generator, a masked LM for fill-mask, is saved beside it: in `../generator` for the run's final model, in a "
+        "`generator` subfolder of its checkpoints and snapshots."
     ),
     "generator": (
         "The generator of a replaced-token detection run (ELECTRA): a narrow `ElectraForMaskedLM` trained with the "

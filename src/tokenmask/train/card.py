@@ -17,7 +17,7 @@ AUTO_CLASSES: dict[str, str] = {
     "fill-mask": "AutoModelForMaskedLM",
     "text-classification": "AutoModelForSequenceClassification",
     "token-classification": "AutoModelForTokenClassification",
-    "feature-extraction": "AutoModelForSequenceClassification",
+    "feature-extraction": "AutoModel",
 }
 """The ``transformers`` class that loads a model of each pipeline tag."""
 
@@ -91,9 +91,10 @@ def _usage(pipeline_tag: PipelineTag, path: str) -> str:
     auto = AUTO_CLASSES[pipeline_tag]
     if pipeline_tag == "feature-extraction":  # a discriminator: an encoder to fine-tune
         return (
-            f"from transformers import {auto}, AutoTokenizer\n\n"
+            f"from transformers import {auto}, AutoModelForSequenceClassification, AutoTokenizer\n\n"
             f"path = {path!r}  # this folder, or its Hub id once pushed\n"
-            f"model = {auto}.from_pretrained(path, num_labels=2)  # a new head: fine-tune it\n"
+            f"encoder = {auto}.from_pretrained(path)\n"
+            "classifier = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)  # a new head: fine-tune it\n"
             "tokenizer = AutoTokenizer.from_pretrained(path)"
         )
     if pipeline_tag == "fill-mask":

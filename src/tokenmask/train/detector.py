@@ -90,7 +90,8 @@ def detection_loss_sum(model: ReplacedTokenDetector, batch: dict[str, torch.Tens
         weight: the discriminator's weight (ELECTRA's λ, 50).
 
     Returns:
-        A 0-d tensor with grad; 0 for a batch without targets or tokens.
+        A 0-d tensor with grad: the generator's term is 0 for a batch without targets, the
+        discriminator's still counts (its tokens are part of the step).
     """
     logits, gold = target_logits(model.generator, batch)  # (N, V), (N,)
     generator_sum = F.cross_entropy(logits.float(), gold, reduction="sum")

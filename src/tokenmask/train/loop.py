@@ -283,7 +283,7 @@ def _backward(
         targets, real = summed(
             accelerator, [count_targets(micro_batches), sum(int(b["attention_mask"].sum()) for b in micro_batches)]
         )
-        ratio = torch.tensor(targets / max(real, 1), dtype=torch.float64)
+        ratio = torch.tensor(targets / max(real, 1), dtype=torch.float32)  # every device has float32
         micro_batches = [{**batch, TARGETS_PER_TOKEN: ratio} for batch in micro_batches]
     else:
         (targets,) = summed(accelerator, [count_targets(micro_batches)])

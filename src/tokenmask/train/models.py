@@ -119,8 +119,13 @@ def refuse_discriminator(checkpoint: Checkpoint, use: str) -> None:
     """
     if "ElectraForPreTraining" not in (checkpoint.config.get("architectures") or []):
         return
-    generator = checkpoint.folder.parent / GENERATOR_FOLDER
-    where = f"its generator, {generator}" if (generator / "config.json").is_file() else "the generator of its run"
+    found = (
+        p
+        for p in (checkpoint.folder / GENERATOR_FOLDER, checkpoint.folder.parent / GENERATOR_FOLDER)
+        if (p / "config.json").is_file()
+    )
+    generator = next(found, None)  # inside: a checkpoint or snapshot; beside: a run's OUTPUT/model
+    where = f"its generator, {generator}" if generator is not None else "the generator of its run"
     raise ValueError(f"{checkpoint.name} is a replaced-token discriminator, not a masked LM: it cannot {use}; use {where}")
 
 

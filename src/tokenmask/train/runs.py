@@ -73,9 +73,10 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
 
 
 def clear_old_run(output: Path) -> None:
-    """``--overwrite``: remove the previous run's checkpoints, snapshots and model. The loop calls it
-    once the new run's data and model are built, so a run refused for bad input destroys nothing."""
-    for stale in (CHECKPOINTS, SNAPSHOTS, "model"):
+    """``--overwrite``: remove the previous run's checkpoints, snapshots, model (and a replaced-token
+    detection run's generator). The loop calls it once the new run's data and model are built, so a
+    run refused for bad input destroys nothing."""
+    for stale in (CHECKPOINTS, SNAPSHOTS, "model", "generator"):
         shutil.rmtree(output / stale, ignore_errors=True)
 
 
