@@ -174,24 +174,17 @@ def evaluation_maskings(config: PretrainConfig) -> tuple[EvalMasks, EvalMasks | 
     return common, (own if own.masking != common.masking else None)
 
 
-def _job(
-    config: PretrainConfig,
-    start: Checkpoint | None,
-    checkpoint: Path | None,
-    shard: Shard,
-    reporter: Reporter,
-    command: str | None,
-) -> tuple[Job, Callable[[TrainResult], str] | None]:
-    """The run's job, and the card of its generator (replaced-token detection; else None)."""
-    loop = config.loop
-    tokenizer = paired_tokenizer(start, config.tokenizer, hub=config.hub)
-    require_mask_token(tokenizer)
-    notes: tuple[str, ...] = ()
-    source = checkpoint if checkpoint is not None else start  # a resumed run loads its checkpoint
+def _model(
+    config: PretrainConfig, start: Checkpoint | None, checkpoint: Path | None, tokenizer: Any, collator: MaskingCollator
+) -> tuple[torch.nn.Module, tuple[str, ...]]:
+    """What the run trains: a resumed run's checkpoint, the ``init`` checkpoint, or a new preset
+    (a replaced-token detector for ``objective="rtd"``), and lines for the user, ending with what
+    of its masked LM runs at the targets only."""
     detecting = config.objective == "rtd"
     if checkpoint is not None:
         check_resumed_objective(checkpoint, config.objective)
-    collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed, replacement_noise=detecting)
+    source = checkpoint if checkpoint is not None else start  # a resumed run loads its checkpoint
+    notes: tuple[str, ...] = ()
     model: torch.nn.Module
     if detecting:
         model, notes = detector_model(
@@ -208,7 +201,24 @@ def _job(
             config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
         )
     masked_lm = model.generator if isinstance(model, ReplacedTokenDetector) else model
-    notes = (*notes, ("generator's " if detecting else "") + head_support(masked_lm).note)  # slower, not wrong, if unknown
+    return model, (*notes, ("generator's " if detecting else "") + head_support(masked_lm).note)  # slower, not wrong, if unknown
+
+
+def _job(
+    config: PretrainConfig,
+    start: Checkpoint | None,
+    checkpoint: Path | None,
+    shard: Shard,
+    reporter: Reporter,
+    command: str | None,
+) -> tuple[Job, Callable[[TrainResult], str] | None]:
+    """The run's job, and the card of its generator (replaced-token detection; else None)."""
+    loop = config.loop
+    tokenizer = paired_tokenizer(start, config.tokenizer, hub=config.hub)
+    require_mask_token(tokenizer)
+    detecting = config.objective == "rtd"
+    collator = MaskingCollator.from_config(tokenizer, config.masking, seed=loop.seed, replacement_noise=detecting)
+    model, notes = _model(config, start, checkpoint, tokenizer, collator)
     phrases = load_phrases(config.corpus, tokenizer, config.masking.units, reading=config.reading, blocks=config.blocks)
     if phrases is not None:
         notes = (f"masked as units: {len(phrases.terms):,} terms, {len(phrases.ngrams):,} PMI n-grams", *notes)
