@@ -42,6 +42,20 @@ def test_each_cell_takes_its_steps_evaluations_and_rest_at_the_measured_pace():
     assert cell_seconds(tuning, study, PACE) == pytest.approx(150 * 0.4 + (1 + 3) * 8.0 + 6.0)
     plain = config(robustness=False)
     assert cell_seconds(tuning, plain, PACE) == pytest.approx(150 * 0.4 + 1 * 8.0 + 6.0)
+    # a time limit shorter than the steps: 0.5 min of training instead of 60 s, the evaluations and rest as before
+    timed = config(robustness=False, finetune_max_time=0.5)
+    assert cell_seconds(tuning, timed, PACE) == pytest.approx(30.0 + 1 * 8.0 + 6.0)
+    assert cell_seconds(tuning, config(robustness=False, finetune_max_time=5), PACE) == pytest.approx(150 * 0.4 + 14.0)
+
+
+def test_a_time_limited_fine_tuning_stops_at_the_first_limit_and_says_so():
+    plan = DownstreamPlan(finetune=("builtin",), finetune_max_steps=5000, finetune_max_time=3)
+    loop = plan.finetune_config(PretrainConfig(loop=LoopConfig(output="o", max_steps=10))).loop
+    assert (loop.max_steps, loop.max_time) == (5000, 3)
+    assert plan.describe().endswith("at most 5,000 steps or 3 min each")
+    assert DownstreamPlan(finetune=("builtin",)).describe().endswith(", 150 steps each")
+    with pytest.raises(ValueError, match="finetune_max_time"):
+        DownstreamPlan(finetune=("builtin",), finetune_max_time=0)
 
 
 def test_the_forecast_sums_the_cells_and_says_what_it_measured():

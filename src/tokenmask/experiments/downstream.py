@@ -91,6 +91,12 @@ class DownstreamPlan:
         "the starting model itself (share 0, the baseline: --init, or the untrained --preset model) is always fine-tuned",
     )
     finetune_max_steps: int = setting(150, help="steps of each fine-tuning", ge=1)
+    finetune_max_time: float | None = setting(
+        None,
+        help="minutes of each fine-tuning: each stops at the first of this and --finetune-max-steps (an equal-time "
+        "comparison; the steps then depend on each model's speed and on what runs beside it); none = steps only",
+        gt=0.0,
+    )
     finetune_lr: float = setting(FINETUNE_LOOP.lr, help="learning rate of each fine-tuning", gt=0.0)
     finetune_batch_size: int = setting(FINETUNE_LOOP.batch_size, help="examples per fine-tuning step", ge=1)
     robustness: bool = setting(
@@ -147,7 +153,8 @@ class DownstreamPlan:
         end (the score the study compares), a checkpoint every third of the run (a killed study
         resumes there)."""
         loop = replace(
-            FINETUNE_LOOP, max_steps=self.finetune_max_steps, lr=self.finetune_lr, batch_size=self.finetune_batch_size,
+            FINETUNE_LOOP, max_steps=self.finetune_max_steps, max_time=self.finetune_max_time, lr=self.finetune_lr,
+            batch_size=self.finetune_batch_size,
             eval_every=self.finetune_max_steps, eval_at_start=False, save_every=max(1, self.finetune_max_steps // 3),
             keep_last=1, cpu=base.loop.cpu, precision=base.loop.precision, report_to="none",
         )  # fmt: skip
@@ -173,13 +180,17 @@ class DownstreamPlan:
         }
 
     def describe(self) -> str:
-        """``each model fine-tuned at 3 label budgets x 2 augmentation rates x 3 seeds, 150 steps each``."""
+        """``each model fine-tuned at 3 label budgets x 2 augmentation rates x 3 seeds, 150 steps each``
+        (``at most 5,000 steps or 3 min each`` with a time limit)."""
         parts = [
             f"{len(self.label_budgets)} label budget{'s' * (len(self.label_budgets) != 1)}",
             f"{len(self.augment_rates)} augmentation rate{'s' * (len(self.augment_rates) != 1)}",
             f"{self.finetune_seeds} seed{'s' * (self.finetune_seeds != 1)}",
         ]
-        return f"each model fine-tuned at {' x '.join(parts)}, {self.finetune_max_steps:,} steps each"
+        limit = f"{self.finetune_max_steps:,} steps each"
+        if self.finetune_max_time is not None:
+            limit = f"at most {self.finetune_max_steps:,} steps or {self.finetune_max_time:g} min each"
+        return f"each model fine-tuned at {' x '.join(parts)}, {limit}"
 
 
 def size_name(size: int | None) -> str:

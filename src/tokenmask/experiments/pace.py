@@ -124,7 +124,10 @@ def cell_seconds(cell: Cell, config: PlannedStudy, pace: Pace) -> float:
     if role == FINETUNE and pace.finetune is not None:
         run = pace.finetune
         evaluations = 1 + len(config.downstream.corruption_sets)  # at the end (none at the start), and each corrupted set
-        return config.downstream.finetune_max_steps * run.step + evaluations * run.evaluation + run.rest
+        training = config.downstream.finetune_max_steps * run.step
+        if config.downstream.finetune_max_time is not None:
+            training = min(training, config.downstream.finetune_max_time * 60)
+        return training + evaluations * run.evaluation + run.rest
     if cell.coordinates.get("strategy") is None or pace.pretrain is None:
         return 0.0
     run, loop = pace.pretrain, config.base.loop
@@ -183,8 +186,8 @@ def measure_pace(config: PlannedStudy, data: CompareData | None, cells: Sequence
     from tokenmask.recipes.pretrain import pretrain
     from tokenmask.train.logs import read_metrics
 
-    pretraining = max(  # the highest rate: the sparse head predicts more targets there, the slowest cells
-        _pretraining(cells), key=lambda c: float(c.coordinates["rate"]), default=None
+    pretraining = max(  # the slowest cells: replaced-token detection (two models), at the highest rate (more targets)
+        _pretraining(cells), key=lambda c: (c.coordinates.get("objective") == "rtd", float(c.coordinates["rate"])), default=None
     )
     with tempfile.TemporaryDirectory(prefix="tokenmask-pace-") as folder:
         pretrain_pace = finetune_pace = None
