@@ -238,3 +238,19 @@ def test_settings_added_later_stay_out_of_the_plan_at_their_defaults():
     assert not {"rtd_weight", "generator_share", "objective"} & plan["settings"].keys() and "objectives" not in plan["grid"]
     changed = study_config({"output": "o", "rtd_weight": 10.0, "preset": "electra-tiny", "objectives": "rtd"}).plan()
     assert changed["settings"]["rtd_weight"] == 10.0 and changed["grid"]["objectives"] == ["rtd"]
+
+
+def test_detection_settings_need_rtd_in_the_grid():
+    with pytest.raises(ValueError, match="--rtd-weight is a setting of replaced-token detection: add rtd to --objectives"):
+        study_config({"output": "o", "rtd_weight": 10.0})
+    with pytest.raises(ValueError, match="--generator-share is a setting"):
+        study_config({"output": "o", "generator_share": 0.5, "preset": "electra-tiny"})
+
+
+def test_rtd_cells_from_init_need_an_electra_discriminator_before_any_cell_runs(tmp_path):
+    from tokenmask.experiments.study import run_study
+
+    config = study_config({"output": str(tmp_path / "s"), "init": "minilm", "objectives": "mlm,rtd", "estimate": False})
+    with pytest.raises(ValueError, match="--objective rtd continues ELECTRA checkpoints.*minilm is a bert"):
+        run_study(config)
+    assert not (tmp_path / "s").exists()

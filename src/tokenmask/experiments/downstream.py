@@ -155,7 +155,7 @@ class DownstreamPlan:
         loop = replace(
             FINETUNE_LOOP, max_steps=self.finetune_max_steps, max_time=self.finetune_max_time, lr=self.finetune_lr,
             batch_size=self.finetune_batch_size,
-            eval_every=self.finetune_max_steps, eval_at_start=False, save_every=max(1, self.finetune_max_steps // 3),
+            eval_every=self.finetune_max_steps, eval_at_start=False, save_every=self._save_every,
             keep_last=1, cpu=base.loop.cpu, precision=base.loop.precision, report_to="none",
         )  # fmt: skip
         data = () if self.finetune == (BUILTIN,) else self.finetune
@@ -163,6 +163,13 @@ class DownstreamPlan:
             self.tuning, loop=loop, data=data, eval_data=self.finetune_eval, max_length=base.blocks.max_length,
             validation_share=self.finetune_validation_share, hub=base.hub,
         )  # fmt: skip
+
+    @property
+    def _save_every(self) -> int:
+        """A checkpoint every third of a fine-tuning's steps (a killed study resumes there); with a
+        time limit, whose steps are not known ahead, every 50 steps (under a minute at MiniLM's pace here)."""
+        thirds = max(1, self.finetune_max_steps // 3)
+        return thirds if self.finetune_max_time is None else min(thirds, 50)
 
     def to_dict(self, base: PretrainConfig) -> dict[str, Any]:
         """The plan's part a resumed study must match (JSON-ready): what varies, and every run's settings."""

@@ -54,7 +54,7 @@ from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
 from tokenmask.experiments.sweep import check_folder, run_sweep
 from tokenmask.experiments.tuning import SCORED_METRICS, tune_and_score
 from tokenmask.files import write_json
-from tokenmask.recipes.config import PretrainConfig, pretrain_config
+from tokenmask.recipes.config import DETECTION_SETTINGS, PretrainConfig, changed_detection_setting, pretrain_config
 from tokenmask.settings import build, check, flatten, leaves, setting
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter, Reporter
@@ -70,7 +70,7 @@ GROWING = (
 more seeds, budgets, strategies… Not the pre-training fractions: each pre-training cell saves
 the snapshots it was planned with."""
 
-ADDED_LATER = {"rtd_weight": 50.0, "generator_share": 0.25}
+ADDED_LATER = DETECTION_SETTINGS
 """Pre-training settings added after studies were first recorded, with their defaults: a plan
 leaves them out at those values, so a study recorded before they existed still resumes (its
 cells' identities include the plan)."""
@@ -140,6 +140,8 @@ class StudyConfig:
                 replace(self.base, objective="rtd")  # the checks an rtd cell's config will meet, before anything runs
             except ValueError as error:
                 raise ValueError(f"--objectives rtd: {error}") from None
+        elif (changed := changed_detection_setting(self.base)) is not None:
+            raise ValueError(f"{changed} is a setting of replaced-token detection: add rtd to --objectives, or leave it out")
         loop = self.base.loop
         if self.snapshots and (loop.max_time is not None or not (loop.max_tokens or loop.max_steps)):
             raise ValueError(
@@ -381,7 +383,12 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
     """
     from tokenmask.recipes.pretrain import pin_revision
 
-    config = replace(config, base=pin_revision(config.base)[0])  # every cell starts from the same Hub commit
+    base, start = pin_revision(config.base)
+    config = replace(config, base=base)  # every cell starts from the same Hub commit
+    if start is not None and "rtd" in config.grid.objectives:
+        from tokenmask.recipes.detection import check_detector_start
+
+        check_detector_start(start)  # before any cell runs: the masked-LM cells come first
     run = SweepRun(config.output, resume=config.base.loop.resume, jobs=config.jobs)
     found = None
     if TERMS in config.grid.strategies and config.terms_file is None:  # found once, kept for the study's resumes

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from tokenmask.experiments.plan import Axis, Cell, Coordinates, check_axis, cross
 from tokenmask.masking.config import COMMAND_LINE_STRATEGIES, Strategy
-from tokenmask.recipes.config import PretrainConfig
+from tokenmask.recipes.config import DETECTION_SETTINGS, PretrainConfig
 from tokenmask.settings import check, setting
 from tokenmask.train.job import Reporter
 
@@ -194,7 +194,7 @@ def cell_config(
     if objective == "rtd":
         return replace(cell, objective="rtd")
     # the base's detection settings are for the rtd cells: a masked-LM cell leaves them at their defaults
-    return replace(cell, objective="mlm", rtd_weight=50.0, generator_share=0.25)
+    return replace(cell, objective="mlm", **DETECTION_SETTINGS)  # type: ignore[arg-type]
 
 
 DEFAULT_GRID = StudyGrid()

@@ -133,6 +133,15 @@ def _check_streamable(config: PretrainConfig) -> None:
         )
 
 
+DETECTION_SETTINGS = {"rtd_weight": 50.0, "generator_share": 0.25}
+"""Replaced-token detection's own settings and their defaults."""
+
+
+def changed_detection_setting(config: PretrainConfig) -> str | None:
+    """The flag of the first of :data:`DETECTION_SETTINGS` ``config`` changes (``"--rtd-weight"``), else None."""
+    return next(("--" + k.replace("_", "-") for k, v in DETECTION_SETTINGS.items() if getattr(config, k) != v), None)
+
+
 def _check_objective(config: PretrainConfig) -> None:
     """Replaced-token detection trains ELECTRA's classes (from scratch: an electra preset), uncompiled (for now)."""
     if config.objective != "rtd":

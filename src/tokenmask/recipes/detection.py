@@ -21,6 +21,7 @@ from tokenmask.collate.collator import MaskingCollator
 from tokenmask.files import fsync_folder
 from tokenmask.masking.config import CorruptionConfig, MaskingConfig
 from tokenmask.masking.vocab import VocabTables
+from tokenmask.recipes.config import changed_detection_setting
 from tokenmask.train.checkpoint import CARD_FILE
 from tokenmask.train.detector import GENERATOR_FOLDER, ReplacedTokenDetector
 from tokenmask.train.models import Checkpoint, check_fits, open_checkpoint, quiet_load_report, require_encoder_weights
@@ -34,18 +35,13 @@ if TYPE_CHECKING:
     from tokenmask.recipes.config import PretrainConfig
 
 
-RTD_SETTINGS = {"rtd_weight": 50.0, "generator_share": 0.25}
-"""Replaced-token detection's own settings and their defaults."""
-
-
 def check_objective_settings(config: PretrainConfig) -> None:
     """``ValueError`` for a replaced-token-detection setting changed in a masked-LM run (it would be ignored)."""
     if config.objective == "rtd":
         return
-    for name, default in RTD_SETTINGS.items():
-        if getattr(config, name) != default:
-            flag = "--" + name.replace("_", "-")
-            raise ValueError(f"{flag} is a setting of replaced-token detection: add --objective rtd, or leave it out")
+    changed = changed_detection_setting(config)
+    if changed is not None:
+        raise ValueError(f"{changed} is a setting of replaced-token detection: add --objective rtd, or leave it out")
 
 
 def check_resumed_objective(checkpoint: Path, objective: str) -> None:
@@ -56,6 +52,22 @@ def check_resumed_objective(checkpoint: Path, objective: str) -> None:
         raise ValueError(f"--resume: {checkpoint} was written by a replaced-token detection run: resume it with --objective rtd")
     if not detector and objective == "rtd":
         raise ValueError(f"--resume: {checkpoint} was written by a masked-LM run: resume it without --objective rtd")
+
+
+def check_detector_start(start: Checkpoint) -> None:
+    """``ValueError`` unless ``start`` is an ELECTRA discriminator that replaced-token detection can
+    continue (not another family, not an ELECTRA generator); reads its config only."""
+    kind = start.config.get("model_type")
+    if kind != "electra":
+        raise ValueError(
+            f"--objective rtd continues ELECTRA checkpoints (a discriminator: a run's OUTPUT/model, "
+            f"google/electra-small-discriminator…); {start.name} is a {kind}: pre-train it with the masked-LM objective"
+        )
+    if "ElectraForMaskedLM" in (start.config.get("architectures") or []):
+        raise ValueError(
+            f"{start.name} is an ELECTRA generator (a masked LM): --objective rtd continues a discriminator, "
+            "e.g. the run's OUTPUT/model"
+        )
 
 
 def allowed_samples(vocab: VocabTables) -> torch.Tensor:
@@ -95,17 +107,7 @@ def detector_model(
             generator_share=config.generator_share,
         )  # fmt: skip
         return ReplacedTokenDetector(discriminator, generator, allowed), ()
-    kind = start.config.get("model_type")
-    if kind != "electra":
-        raise ValueError(
-            f"--objective rtd continues ELECTRA checkpoints (a discriminator: a run's OUTPUT/model, "
-            f"google/electra-small-discriminator…); {start.name} is a {kind}: pre-train it with the masked-LM objective"
-        )
-    if "ElectraForMaskedLM" in (start.config.get("architectures") or []):
-        raise ValueError(
-            f"{start.name} is an ELECTRA generator (a masked LM): --objective rtd continues a discriminator, "
-            "e.g. the run's OUTPUT/model"
-        )
+    check_detector_start(start)
     discriminator, info = open_checkpoint(ElectraForPreTraining, start)
     require_encoder_weights(start.name, discriminator, info.get("missing_keys", ()))
     check_fits(discriminator, vocab_size=vocab.size, max_length=config.blocks.max_length, name=start.name)
