@@ -173,3 +173,4 @@ def test_mlm_against_rtd_is_one_study_scored_downstream(corpus_and_tokenizer, la
     assert row["point"] == "rtd-token-0.15-bert" and row["against"]["point"] == "token-0.15-bert" and len(row["values"]) == 2
     report = (output / "report.html").read_text(encoding="utf-8")
     assert "Replaced-token detection against the masked LM" in report and "Against the masked LM with the same masking" in report
+    assert "Objectives mlm, rtd x strategies token x rates 0.15" in report and "scored by its generator" in report

@@ -149,7 +149,8 @@ def cell_rows(study: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
-    """Fixed-mask accuracy against training tokens: one line per finished cell, a colour per strategy."""
+    """Fixed-mask accuracy against training tokens: one line per finished cell, a colour per strategy,
+    a line style per rate, triangles for replaced-token detection (its generator's accuracy)."""
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(8, 5))
     strategies = list(dict.fromkeys(c["strategy"] for c in study["cells"] if c.get("strategy")))
@@ -162,7 +163,8 @@ def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
         accuracy = [p["accuracy"] for p in cell["curve"]]
         colour = f"C{strategies.index(cell['strategy']) % 10}"
         style = styles[rates.index(cell["rate"]) % len(styles)]
-        axes.plot(tokens, accuracy, style, color=colour, marker="o", markersize=3, label=cell["name"])
+        marker = "^" if cell.get("objective") == "rtd" else "o"  # a detector's curve is its generator's
+        axes.plot(tokens, accuracy, style, color=colour, marker=marker, markersize=3, label=cell["name"])
     axes.set(xlabel="training tokens", ylabel="fixed-mask accuracy (token-level 80/10/10)")
     axes.set_title("learning curves, every cell on the same masks")
     axes.grid(alpha=0.3)
@@ -227,12 +229,19 @@ def study_parts(study: Mapping[str, Any], folder: Path) -> list[Part]:
         parts += [*downstream_parts(summary, folder), *best_model_parts(study), Heading("Pre-training")]
     parts += [
         Paragraph(
-            f"Strategies {', '.join(grid['strategies'])} x rates {', '.join(f'{r:g}' for r in grid['rates'])} x corruption "
+            (f"Objectives {', '.join(grid['objectives'])} x strategies " if grid.get("objectives") else "Strategies ")
+            + f"{', '.join(grid['strategies'])} x rates {', '.join(f'{r:g}' for r in grid['rates'])} x corruption "
             f"{', '.join(grid['corruptions'])}"
             + (f" x rate ends {grid['rate_ends']}" if grid["rate_ends"] != [None] else "")
             + f", {grid['seeds']} seed(s) each; every cell {settings.get('preset')}, budget {budget}. Every cell is scored on "
             f"the same fixed masks: {evaluation['masking']} at {evaluation['mlm_probability']:g} on "
             f"{evaluation['blocks']} validation blocks, whatever it trained with; its own-masking score is beside it."
+            + (
+                " A replaced-token detection cell (rtd-…) is scored by its generator, a narrower model than the "
+                "masked LM beside it: compare the objectives downstream."
+                if grid.get("objectives")
+                else ""
+            )
         ),
         Heading("Summary"),
         Table(summary_columns, summary_table, caption="final scores, mean ± std over seeds"),
