@@ -442,22 +442,19 @@ def _tally(rows: Sequence[Mapping[str, Any]], name: Callable[[Mapping[str, Any]]
 
 
 def _masking_sentence(summary: Mapping[str, Any]) -> str | None:
-    primary, points_ = summary["primary"], summary["points"]
-    rows = [r for r in summary["masking"] if r["set"] == CLEAN and r["metric"] == primary and r["augment"] == 0.0 and r["paired"]]
-    if not rows:
-        return None
-    fraction = max(r["fraction"] for r in rows)
-    budget = "full pre-training" if fraction == 1.0 else f"{fraction:g} of the pre-training budget"
-    rows = [r for r in rows if r["fraction"] == fraction]
-    tally = _tally(rows, lambda r: f"{describe_point(points_[r['point']])} {_with(r['size'])}")
-    return f"Against token masking at the same rate ({metric_words(primary)}, clean set, {budget}, no augmentation), {tally}."
+    return _comparison_sentence(summary, "masking", "token masking at the same rate")
 
 
 def _objective_sentence(summary: Mapping[str, Any]) -> str | None:
-    """Replaced-token detection against the masked LM trained with the same masking (clean set, no augmentation)."""
+    """Replaced-token detection against the masked LM trained with the same masking."""
+    return _comparison_sentence(summary, "objective", "the masked LM with the same masking")
+
+
+def _comparison_sentence(summary: Mapping[str, Any], kind: str, against: str) -> str | None:
+    """The tally of the ``kind`` rows (clean set, primary metric, no augmentation, the largest pre-training share)."""
     primary, points_ = summary["primary"], summary["points"]
     rows = [
-        r for r in summary.get("objective", ())
+        r for r in summary.get(kind, ())
         if r["set"] == CLEAN and r["metric"] == primary and r["augment"] == 0.0 and r["paired"]
     ]  # fmt: skip
     if not rows:
@@ -466,9 +463,7 @@ def _objective_sentence(summary: Mapping[str, Any]) -> str | None:
     budget = "full pre-training" if fraction == 1.0 else f"{fraction:g} of the pre-training budget"
     rows = [r for r in rows if r["fraction"] == fraction]
     tally = _tally(rows, lambda r: f"{describe_point(points_[r['point']])} {_with(r['size'])}")
-    return (
-        f"Against the masked LM with the same masking ({metric_words(primary)}, clean set, {budget}, no augmentation), {tally}."
-    )
+    return f"Against {against} ({metric_words(primary)}, clean set, {budget}, no augmentation), {tally}."
 
 
 def _augmentation_sentence(summary: Mapping[str, Any]) -> str | None:

@@ -7,7 +7,7 @@ randomly initialised masked-LMs whose configs hold ids of the tokenizer they are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
     from transformers import ElectraConfig, ModernBertConfig, PreTrainedModel, RobertaConfig
@@ -71,17 +71,20 @@ def build_model(preset: str, *, vocab_size: int, max_length: int, pad_token_id: 
         return RobertaForMaskedLM(_roberta_config(size, vocab_size, max_length, pad_token_id))
     if size.family == "modernbert":
         return ModernBertForMaskedLM(_modernbert_config(size, vocab_size, max_length, pad_token_id))
-    return BertForMaskedLM(
-        BertConfig(
-            vocab_size=vocab_size,
-            hidden_size=size.hidden,
-            num_hidden_layers=size.layers,
-            num_attention_heads=size.heads,
-            intermediate_size=4 * size.hidden,
-            max_position_embeddings=max(512, max_length),
-            pad_token_id=pad_token_id if pad_token_id is not None else 0,
-        )
-    )
+    return BertForMaskedLM(BertConfig(**_bert_body(size, vocab_size, max_length, pad_token_id)))
+
+
+def _bert_body(size: Preset, vocab_size: int, max_length: int, pad_token_id: int | None) -> dict[str, Any]:
+    """The config settings BERT and ELECTRA share: a feed-forward of 4 x hidden, absolute positions."""
+    return {
+        "vocab_size": vocab_size,
+        "hidden_size": size.hidden,
+        "num_hidden_layers": size.layers,
+        "num_attention_heads": size.heads,
+        "intermediate_size": 4 * size.hidden,
+        "max_position_embeddings": max(512, max_length),
+        "pad_token_id": pad_token_id if pad_token_id is not None else 0,
+    }
 
 
 def _roberta_config(size: Preset, vocab_size: int, max_length: int, pad_token_id: int | None) -> RobertaConfig:
@@ -134,16 +137,7 @@ def electra_config(size: Preset, vocab_size: int, max_length: int, pad_token_id:
     generator built on it (:func:`generator_config`) keeps that width and projects it to its own."""
     from transformers import ElectraConfig
 
-    return ElectraConfig(
-        vocab_size=vocab_size,
-        embedding_size=size.hidden,
-        hidden_size=size.hidden,
-        num_hidden_layers=size.layers,
-        num_attention_heads=size.heads,
-        intermediate_size=4 * size.hidden,
-        max_position_embeddings=max(512, max_length),
-        pad_token_id=pad_token_id if pad_token_id is not None else 0,
-    )
+    return ElectraConfig(embedding_size=size.hidden, **_bert_body(size, vocab_size, max_length, pad_token_id))
 
 
 def build_detector_parts(
