@@ -52,9 +52,8 @@ def test_a_time_limited_fine_tuning_stops_at_the_first_limit_and_says_so():
     plan = DownstreamPlan(finetune=("builtin",), finetune_max_steps=5000, finetune_max_time=3)
     loop = plan.finetune_config(PretrainConfig(loop=LoopConfig(output="o", max_steps=10))).loop
     assert (loop.max_steps, loop.max_time, loop.save_every) == (5000, 3, 50)  # steps unknown ahead: a checkpoint every 50
-    assert (
-        DownstreamPlan(finetune=("builtin",)).finetune_config(PretrainConfig(loop=LoopConfig(output="o"))).loop.save_every == 50
-    )
+    steps_only = DownstreamPlan(finetune=("builtin",), finetune_max_steps=300)  # no time limit: a third of the steps
+    assert steps_only.finetune_config(PretrainConfig(loop=LoopConfig(output="o"))).loop.save_every == 100
     assert plan.describe().endswith("at most 5,000 steps or 3 min each")
     assert DownstreamPlan(finetune=("builtin",)).describe().endswith(", 150 steps each")
     with pytest.raises(ValueError, match="finetune_max_time"):

@@ -36,7 +36,7 @@ from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
 from tokenmask.text.tokenizer import tokenizer_commit
-from tokenmask.train.detector import ReplacedTokenDetector, detection_loss_sum
+from tokenmask.train.detector import ReplacedTokenDetector, detection_loss_sum, masked_lm
 from tokenmask.train.heads import head_support
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.loop import train
@@ -200,8 +200,10 @@ def _model(
         model = build_model(
             config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
         )
-    masked_lm = model.generator if isinstance(model, ReplacedTokenDetector) else model
-    return model, (*notes, ("generator's " if detecting else "") + head_support(masked_lm).note)  # slower, not wrong, if unknown
+    return model, (
+        *notes,
+        ("generator's " if detecting else "") + head_support(masked_lm(model)).note,
+    )  # slower, not wrong, if unknown
 
 
 def _job(
@@ -241,12 +243,13 @@ def _job(
 
     def evaluate(model: torch.nn.Module, step: int, horizon: int | None) -> dict[str, Any]:
         device = next(model.parameters()).device
-        scored_lm = model.generator if isinstance(model, ReplacedTokenDetector) else model
+        scored_lm = masked_lm(model)
         metrics = evaluate_mlm(scored_lm, evaluation_blocks, eval_collator, batch_size=loop.batch_size, device=device).as_dict()
         if own_collator is not None:
             own = evaluate_mlm(scored_lm, evaluation_blocks, own_collator, batch_size=loop.batch_size, device=device)
             metrics.update({f"own_{name}": value for name, value in own.as_dict().items()})
-        if isinstance(model, ReplacedTokenDetector) and detector_collator is not None:
+        if detector_collator is not None:
+            assert isinstance(model, ReplacedTokenDetector)  # the collator exists for detection runs only
             metrics.update(detector_metrics(model, evaluation_blocks, detector_collator, batch_size=loop.batch_size))
         warmup = warmup_length(loop.head_warmup_steps, loop.warmup, horizon)
         warning = guard.observe(step, accuracy=metrics["accuracy"], loss=metrics["loss"], warmup_steps=warmup)

@@ -74,6 +74,11 @@ class ReplacedTokenDetector(nn.Module):
         self.generator.save_pretrained(Path(folder) / GENERATOR_FOLDER, **kwargs)
 
 
+def masked_lm(model: nn.Module) -> nn.Module:
+    """The masked LM of a model being pre-trained: a detector's generator, else the model itself."""
+    return model.generator if isinstance(model, ReplacedTokenDetector) else model
+
+
 def detection_loss_sum(model: ReplacedTokenDetector, batch: dict[str, torch.Tensor], *, weight: float) -> torch.Tensor:
     """``generator loss sum + weight x discriminator loss sum x targets_per_token`` over a batch.
 

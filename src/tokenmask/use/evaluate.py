@@ -24,6 +24,7 @@ from tokenmask.blocks.pack import batched
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.pad import Feature
 from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.masking.replaced import REPLACED, detector_inputs
 from tokenmask.text.token_tables import cached_tables, require_mask_token
 from tokenmask.train.heads import masked_lm_loss
 from tokenmask.use.config import EvaluateConfig
@@ -65,6 +66,22 @@ class MlmMetrics:
         return asdict(self)
 
 
+def scored_batches(
+    model: torch.nn.Module, blocks: Sequence[Feature], collator: MaskingCollator, *, batch_size: int, device: torch.device | str
+) -> Iterator[dict[str, torch.Tensor]]:
+    """The batches ``collator`` makes of ``blocks``, on ``device``, while ``model`` is in evaluation
+    mode (restored after the last one): what every fixed-mask score iterates over.
+
+    Raises:
+        ValueError: no blocks.
+    """
+    if not blocks:
+        raise ValueError("no validation blocks to evaluate on")
+    with evaluating(model):
+        for chunk in batched(blocks, batch_size):
+            yield tensors_on(collator(chunk), device)
+
+
 @torch.no_grad()
 def evaluate_mlm(
     model: torch.nn.Module,
@@ -79,16 +96,13 @@ def evaluate_mlm(
     Raises:
         ValueError: no blocks, or no target in them.
     """
-    if not blocks:
-        raise ValueError("no validation blocks to evaluate on")
     loss_sum, targets, correct = 0.0, 0, 0
-    with evaluating(model):
-        for chunk in batched(blocks, batch_size):
-            out = masked_lm_loss(model, tensors_on(collator(chunk), device))
-            loss_sum += float(out.loss_sum)
-            targets += out.targets
-            assert out.correct is not None  # counted: count_correct defaults to True
-            correct += out.correct
+    for batch in scored_batches(model, blocks, collator, batch_size=batch_size, device=device):
+        out = masked_lm_loss(model, batch)
+        loss_sum += float(out.loss_sum)
+        targets += out.targets
+        assert out.correct is not None  # counted: count_correct defaults to True
+        correct += out.correct
     if targets == 0:
         raise ValueError("the validation blocks hold no maskable token")
     loss = loss_sum / targets
@@ -111,6 +125,7 @@ class DetectorMetrics:
         return asdict(self)
 
 
+@torch.no_grad()
 def evaluate_detector(
     discriminator: torch.nn.Module,
     blocks: Sequence[Feature],
@@ -129,21 +144,19 @@ def evaluate_detector(
     Raises:
         ValueError: no blocks.
     """
-    if not blocks:
-        raise ValueError("no validation blocks to evaluate on")
     tokens = replaced = correct = flagged = caught = 0
-    with evaluating(discriminator), torch.no_grad():
-        for chunk in batched(blocks, batch_size):
-            batch = tensors_on(collator(chunk), device)
-            real = batch["attention_mask"].bool()
-            truth = (batch["labels"] != IGNORE_INDEX) & (batch["labels"] != batch["input_ids"])  # (B, T)
-            inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
-            called = discriminator(**inputs).logits > 0  # (B, T)
-            tokens += int(real.sum())
-            replaced += int(truth[real].sum())
-            correct += int((called == truth)[real].sum())
-            flagged += int(called[real].sum())
-            caught += int((called & truth)[real].sum())
+    for batch in scored_batches(discriminator, blocks, collator, batch_size=batch_size, device=device):
+        # the collator's random tokens stand where a generator's samples would: training's labels
+        targets = batch["labels"] != IGNORE_INDEX
+        _, labels = detector_inputs(batch["input_ids"], batch["labels"], batch["input_ids"][targets], batch["attention_mask"])
+        real, truth = labels != IGNORE_INDEX, labels == REPLACED  # (B, T)
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+        called = discriminator(**inputs).logits > 0  # (B, T)
+        tokens += int(real.sum())
+        replaced += int(truth[real].sum())
+        correct += int((called == truth)[real].sum())
+        flagged += int(called[real].sum())
+        caught += int((called & truth)[real].sum())
     return DetectorMetrics(
         accuracy=correct / max(tokens, 1),
         precision=caught / flagged if flagged else 0.0,
