@@ -53,6 +53,7 @@ def test_the_run_writes_a_discriminator_and_a_generator(detection_run, capsys):
     model_card = (detection_run / "model" / "README.md").read_text(encoding="utf-8")
     generator_card = (detection_run / "generator" / "README.md").read_text(encoding="utf-8")
     assert "The discriminator of a replaced-token detection run" in model_card and "`../generator`" in model_card
+    assert "ElectraForPreTraining" in model_card and "ModernBERT" not in model_card
     assert "| precision |" in model_card and "| perplexity |" not in model_card
     assert "pipeline_tag: fill-mask" in generator_card and "| perplexity |" in generator_card
     assert not (detection_run / "model" / "generator").exists()
@@ -115,7 +116,7 @@ def test_masked_lm_uses_of_a_discriminator_name_its_generator(detection_run, cor
     argv = ["pretrain", str(corpus), "--init", "minilm", "--objective", "rtd", "--max-steps", "1", "--no-demo"]
     assert main([*argv, "--output", str(tmp_path / "out"), "--max-length", "32", "--cpu"]) == 2
     assert not (tmp_path / "out").exists()  # nothing written
-    assert "--objective rtd continues ELECTRA checkpoints" in capsys.readouterr().err
+    assert "--objective rtd continues ELECTRA discriminators" in capsys.readouterr().err
 
 
 def test_a_finished_run_resumed_keeps_its_generator_and_the_other_objective_is_refused(corpus_and_tokenizer, tmp_path, capsys):
@@ -158,3 +159,26 @@ def test_a_generator_is_not_continued_as_a_discriminator_and_a_checkpoint_names_
     (step,) = [p for p in (detection_run / "checkpoints").iterdir() if p.name == "step-6"]
     assert main(["fill", str(step), "the [MASK] of the play"]) == 2
     assert f"use its generator, {step / 'generator'}" in capsys.readouterr().err
+
+
+def test_a_modernbert_detector_trains_and_its_parts_serve(corpus_and_tokenizer, reviews_csv, tmp_path, capsys):
+    # the default preset (modernbert-tiny): its body and a linear head, a one-layer generator as wide
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "run"
+    argv = [*detection_argv(corpus, tokenizer, output, "--objective", "rtd", "--eval-every", "2")]
+    argv[argv.index("electra-tiny")] = "modernbert-tiny"
+    assert main(argv) == 0
+    records = [json.loads(line) for line in (output / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["eval_detector_tokens"] > r["eval_detector_replaced"] > 0 for r in records if "eval_loss" in r] == [True, True]
+    assert json.loads((output / "model" / "config.json").read_text(encoding="utf-8"))["architectures"] == ["ModernBertModel"]
+    assert {"detection.weight", "head.dense.weight"} <= load_file(output / "model" / "model.safetensors").keys()
+    card = (output / "model" / "README.md").read_text(encoding="utf-8")
+    assert "ModernBERT's body and prediction head with one linear layer" in card and "ElectraForPreTraining" not in card
+    assert main(["fill", str(output / "generator"), "the [MASK] of the play", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["fill", str(output / "model"), "the [MASK] of the play"]) == 2
+    assert f"use its generator, {output / 'generator'}" in capsys.readouterr().err
+    argv = ["finetune", str(reviews_csv), "--task", "classify", "--model", str(output / "model")]
+    assert main([*argv, "--output", str(tmp_path / "classify"), *TINY, "--validation-share", "0.05"]) == 0
+    classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path / "classify" / "model")
+    assert type(classifier).__name__ == "ModernBertForSequenceClassification"

@@ -224,9 +224,10 @@ def test_the_objective_axis_names_its_cells_and_sets_each_cells_objective():
         StudyGrid(objectives=("electra",))
 
 
-def test_rtd_cells_need_an_electra_preset_before_anything_runs():
-    with pytest.raises(ValueError, match="--objectives rtd: .*choose --preset electra-tiny"):
-        study_config({"output": "o", "objectives": "mlm,rtd"})
+def test_rtd_cells_need_a_modernbert_or_electra_preset_before_anything_runs():
+    with pytest.raises(ValueError, match="--objectives rtd: .*choose --preset modernbert-tiny, .*electra-tiny.*not bert-tiny"):
+        study_config({"output": "o", "objectives": "mlm,rtd", "preset": "bert-tiny"})
+    assert study_config({"output": "o", "objectives": "mlm,rtd"}).grid.objectives == ("mlm", "rtd")  # the default preset
     assert study_config({"output": "o", "objectives": "mlm,rtd", "preset": "electra-tiny"}).grid.objectives == ("mlm", "rtd")
     with pytest.raises(ValueError, match="objective is set per cell by the grid"):
         study_config({"output": "o", "objective": "rtd", "preset": "electra-tiny"})
@@ -251,6 +252,6 @@ def test_rtd_cells_from_init_need_an_electra_discriminator_before_any_cell_runs(
     from tokenmask.experiments.study import run_study
 
     config = study_config({"output": str(tmp_path / "s"), "init": "minilm", "objectives": "mlm,rtd", "estimate": False})
-    with pytest.raises(ValueError, match="--objective rtd continues ELECTRA checkpoints.*minilm is a bert"):
+    with pytest.raises(ValueError, match="--objective rtd continues ELECTRA discriminators.*minilm is a bert"):
         run_study(config)
     assert not (tmp_path / "s").exists()

@@ -11,6 +11,7 @@ from transformers import (
     AutoModelForTokenClassification,
     ElectraForMaskedLM,
     ElectraForPreTraining,
+    ModernBertForMaskedLM,
     pipeline,
 )
 
@@ -18,7 +19,13 @@ from tokenmask.collate.stream import Shard
 from tokenmask.masking.replaced import detector_inputs, sample_replacements
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.settings import build
-from tokenmask.train.detector import GENERATOR_FOLDER, ReplacedTokenDetector, detection_loss_sum
+from tokenmask.train.detector import (
+    GENERATOR_FOLDER,
+    LinearDiscriminator,
+    ReplacedTokenDetector,
+    detection_loss_sum,
+    has_detection_layer,
+)
 from tokenmask.train.heads import target_logits
 from tokenmask.train.loop import _backward
 from tokenmask.train.parallel import LossModule, make_accelerator
@@ -28,10 +35,13 @@ from tokenmask.train.step import TARGETS_PER_TOKEN
 VOCAB = 60
 
 
-def tiny_detector(share=0.25):
+FAMILIES = pytest.mark.parametrize("preset", ["electra-tiny", "modernbert-tiny"])
+
+
+def tiny_detector(share=0.25, preset="electra-tiny"):
     torch.manual_seed(0)
     discriminator, generator = build_detector_parts(
-        "electra-tiny", vocab_size=VOCAB, max_length=16, pad_token_id=0, generator_share=share
+        preset, vocab_size=VOCAB, max_length=16, pad_token_id=0, generator_share=share
     )
     allowed = torch.ones(VOCAB, dtype=torch.bool)
     allowed[:5] = False  # 0-4: padding and specials
@@ -62,8 +72,24 @@ def test_the_generator_is_a_quarter_as_wide_and_shares_the_embeddings():
     assert sum(1 for p in model.parameters() if p is shared) == 1  # one tensor to optimise
 
 
-def test_the_loss_is_generator_mean_plus_weight_times_discriminator_mean():
-    model, batch = tiny_detector(), make_batch(3, 2, padded=3)
+def test_a_modernbert_generator_is_as_wide_with_a_share_of_the_layers_and_shares_the_embeddings():
+    model = tiny_detector(preset="modernbert-tiny")
+    d, g = model.discriminator, model.generator
+    assert isinstance(d, LinearDiscriminator) and isinstance(g, ModernBertForMaskedLM)
+    assert (d.config.hidden_size, g.config.hidden_size) == (128, 128)
+    assert (d.config.num_hidden_layers, g.config.num_hidden_layers) == (2, 1)  # 0.25 of 2 layers, at least 1
+    assert g.model.embeddings is d.model.embeddings
+    assert g.decoder.weight is d.model.embeddings.tok_embeddings.weight
+    shared = d.model.embeddings.tok_embeddings.weight
+    assert sum(1 for p in model.parameters() if p is shared) == 1
+    assert model.base_model_prefix == "discriminator.model"
+    logits = d(input_ids=torch.randint(5, VOCAB, (2, 7)), attention_mask=torch.ones(2, 7, dtype=torch.long)).logits
+    assert logits.shape == (2, 7)  # one "replaced" logit per token: the head is one linear layer
+
+
+@FAMILIES
+def test_the_loss_is_generator_mean_plus_weight_times_discriminator_mean(preset):
+    model, batch = tiny_detector(preset=preset), make_batch(3, 2, padded=3)
     targets = batch["labels"] != -100
     total = detection_loss_sum(model, batch, weight=50.0) / int(targets.sum())  # the loop divides by the targets
     # by hand: the generator's mean cross-entropy over 6 targets, the discriminator's mean BCE over 21 real tokens
@@ -78,7 +104,8 @@ def test_the_loss_is_generator_mean_plus_weight_times_discriminator_mean():
     assert not (inputs == 4).any() and (replaced[real] == 1).sum() > 0  # no [MASK] seen; some replaced
 
 
-def test_accumulation_gives_the_loss_and_gradient_of_one_large_batch():
+@FAMILIES
+def test_accumulation_gives_the_loss_and_gradient_of_one_large_batch(preset):
     # micro-batches with different targets per token (2 of 10 vs 5 of 7 real): per-micro-batch
     # means would weight them wrongly; the loop's step-wide ratio does not
     a, b = make_batch(3, 2, seed=1), make_batch(2, 5, padded=3, seed=2)
@@ -86,7 +113,7 @@ def test_accumulation_gives_the_loss_and_gradient_of_one_large_batch():
     accelerator = make_accelerator(precision="fp32", cpu=True, trackers=(), output=None)
     results, grads = [], []
     for micro in ([whole], [a, b]):
-        model = tiny_detector()
+        model = tiny_detector(preset=preset)
         wrapped = LossModule(model, partial(detection_loss_sum, weight=50.0))
         targets, _norm, (mean, tokens, *_) = _backward(accelerator, wrapped, micro, Shard(0, 1), shared=[], per_token=True)
         results.append((targets, mean, tokens))
@@ -129,10 +156,42 @@ def test_the_folders_open_with_transformers(tmp_path, bert_tokenizer):
     assert len(fill(f"to be or not to be, that is the {fill.tokenizer.mask_token}.")) == 5
 
 
+def test_a_modernbert_discriminator_opens_as_the_masked_lm_does(tmp_path, bert_tokenizer):
+    torch.manual_seed(0)
+    discriminator, generator = build_detector_parts(
+        "modernbert-tiny", vocab_size=len(bert_tokenizer), max_length=32, pad_token_id=0, generator_share=0.25
+    )
+    torch.nn.init.normal_(discriminator.detection.weight)  # a layer unlike a new one, to see it come back
+    model = ReplacedTokenDetector(discriminator, generator, torch.ones(len(bert_tokenizer), dtype=torch.bool))
+    model.save_pretrained(tmp_path / "model")
+    bert_tokenizer.save_pretrained(tmp_path / "model")
+    bert_tokenizer.save_pretrained(tmp_path / "model" / GENERATOR_FOLDER)
+    encoder = AutoModel.from_pretrained(tmp_path / "model")
+    assert type(encoder).__name__ == "ModernBertModel"
+    torch.testing.assert_close(encoder.embeddings.tok_embeddings.weight, discriminator.model.embeddings.tok_embeddings.weight)
+    for auto in (AutoModelForSequenceClassification, AutoModelForTokenClassification):
+        # as from a masked LM's folder: the body and the prediction head load, the classifier is new, detection is left out
+        opened, info = auto.from_pretrained(tmp_path / "model", num_labels=3, output_loading_info=True)
+        assert set(info["missing_keys"]) == {"classifier.weight", "classifier.bias"}
+        assert set(info["unexpected_keys"]) == {"detection.weight", "detection.bias"}
+        torch.testing.assert_close(opened.head.dense.weight, discriminator.head.dense.weight)
+    assert has_detection_layer(tmp_path / "model") and not has_detection_layer(tmp_path / "model" / GENERATOR_FOLDER)
+    reloaded = LinearDiscriminator.from_pretrained(tmp_path / "model")
+    for name, tensor in discriminator.state_dict().items():
+        torch.testing.assert_close(reloaded.state_dict()[name], tensor, msg=name)
+    ids = torch.tensor([[2, 40, 41, 42, 3]])
+    torch.testing.assert_close(reloaded.eval()(input_ids=ids).logits, discriminator.eval()(input_ids=ids).logits)
+    fill = pipeline("fill-mask", model=str(tmp_path / "model" / GENERATOR_FOLDER))
+    assert len(fill(f"to be or not to be, that is the {fill.tokenizer.mask_token}.")) == 5
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [
-        ({"objective": "rtd"}, "choose --preset electra-tiny, electra-mini, electra-small (not modernbert-tiny)"),
+        (
+            {"objective": "rtd", "preset": "bert-tiny"},
+            "choose --preset modernbert-tiny, modernbert-mini, electra-tiny, electra-mini, electra-small (not bert-tiny)",
+        ),
         ({"objective": "rtd", "preset": "electra-tiny", "compile": True}, "--compile is not supported"),
         ({"objective": "rtd", "preset": "electra-tiny", "generator_share": 0}, "generator_share"),
     ],

@@ -80,7 +80,7 @@ class StudyGrid:
         ("mlm",),
         separator=",",
         help="comma-separated pre-training objectives: mlm (masked LM), rtd (replaced-token detection, ELECTRA: "
-        "an electra preset); each strategy x rate is trained with each",
+        "a modernbert or electra preset); each strategy x rate is trained with each",
     )
 
     def __post_init__(self) -> None:

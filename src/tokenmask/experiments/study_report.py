@@ -237,7 +237,7 @@ def study_parts(study: Mapping[str, Any], folder: Path) -> list[Part]:
             f"the same fixed masks: {evaluation['masking']} at {evaluation['mlm_probability']:g} on "
             f"{evaluation['blocks']} validation blocks, whatever it trained with; its own-masking score is beside it."
             + (
-                " A replaced-token detection cell (rtd-…) is scored by its generator, a narrower model than the "
+                " A replaced-token detection cell (rtd-…) is scored by its generator, a smaller model than the "
                 "masked LM beside it: compare the objectives downstream."
                 if grid.get("objectives")
                 else ""

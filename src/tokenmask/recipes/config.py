@@ -20,7 +20,7 @@ from tokenmask.settings import build, check, flatten, setting
 from tokenmask.text.config import ReadingConfig
 from tokenmask.text.streaming import is_hub_name
 from tokenmask.train.config import LoopConfig
-from tokenmask.train.presets import PRESETS
+from tokenmask.train.presets import DETECTOR_FAMILIES, PRESETS, detector_presets
 
 EvalMasking = Literal["own", "common"]
 Objective = Literal["mlm", "rtd"]
@@ -94,9 +94,9 @@ class PretrainConfig:
     objective: Objective = setting(
         "mlm",
         help="what pre-training learns: 'mlm' = masked-LM at the targets; 'rtd' = replaced-token detection (ELECTRA): a "
-        "narrower generator fills the targets with samples and the model learns at every token which were replaced "
-        "(an electra preset, or --init an ELECTRA discriminator with a new generator; OUTPUT/model is the discriminator, "
-        "OUTPUT/generator the masked LM)",
+        "smaller generator fills the targets with samples and the model learns at every token which were replaced "
+        "(a modernbert or electra preset, or --init an ELECTRA discriminator with a new generator; OUTPUT/model is the "
+        "discriminator, OUTPUT/generator the masked LM)",
     )
     rtd_weight: float = setting(
         50.0,
@@ -105,7 +105,8 @@ class PretrainConfig:
     )
     generator_share: float = setting(
         0.25,
-        help="replaced-token detection: the generator's width as a share of the discriminator's, the same depth",
+        help="replaced-token detection: the generator's size as a share of the discriminator's: ELECTRA, its width at the "
+        "same depth; ModernBERT, its layers (at least 1) at the same width",
         gt=0.0,
         le=1.0,
     )
@@ -143,12 +144,13 @@ def changed_detection_setting(config: PretrainConfig) -> str | None:
 
 
 def _check_objective(config: PretrainConfig) -> None:
-    """Replaced-token detection trains ELECTRA's classes (from scratch: an electra preset), uncompiled (for now)."""
+    """Replaced-token detection trains a ModernBERT or ELECTRA preset from scratch, uncompiled (for now)."""
     if config.objective != "rtd":
         return
-    if not config.init and PRESETS[config.preset].family != "electra":
-        electra = ", ".join(name for name, preset in PRESETS.items() if preset.family == "electra")
-        raise ValueError(f"--objective rtd trains ELECTRA's classes: choose --preset {electra} (not {config.preset})")
+    if not config.init and PRESETS[config.preset].family not in DETECTOR_FAMILIES:
+        raise ValueError(
+            f"--objective rtd trains a ModernBERT or ELECTRA body: choose --preset {detector_presets()} (not {config.preset})"
+        )
     if config.loop.compile:
         raise ValueError("--compile is not supported with --objective rtd yet")
 

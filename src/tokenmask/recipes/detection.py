@@ -1,6 +1,6 @@
 """Pre-training by replaced-token detection (``--objective rtd``): what differs from masked-LM pre-training.
 
-The masks, blocks and loop are :mod:`.pretrain`'s; this module builds the ELECTRA pair
+The masks, blocks and loop are :mod:`.pretrain`'s; this module builds the pair
 (:class:`~tokenmask.train.detector.ReplacedTokenDetector`) new, from a resumed run's checkpoint,
 or from a discriminator to continue (``--init``, with a new generator), scores it
 (the generator at the run's fixed masks, the discriminator at fixed random replacements), and
@@ -19,11 +19,12 @@ import torch
 
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.files import fsync_folder
+from tokenmask.hub import read_json
 from tokenmask.masking.config import CorruptionConfig, MaskingConfig
 from tokenmask.masking.vocab import VocabTables
 from tokenmask.recipes.config import changed_detection_setting
 from tokenmask.train.checkpoint import CARD_FILE
-from tokenmask.train.detector import GENERATOR_FOLDER, ReplacedTokenDetector
+from tokenmask.train.detector import GENERATOR_FOLDER, LinearDiscriminator, ReplacedTokenDetector
 from tokenmask.train.models import Checkpoint, check_fits, open_checkpoint, quiet_load_report, require_encoder_weights
 from tokenmask.train.presets import build_detector_parts, generator_config
 from tokenmask.use.evaluate import evaluate_detector
@@ -60,8 +61,9 @@ def check_detector_start(start: Checkpoint) -> None:
     kind = start.config.get("model_type")
     if kind != "electra":
         raise ValueError(
-            f"--objective rtd continues ELECTRA checkpoints (a discriminator: a run's OUTPUT/model, "
-            f"google/electra-small-discriminator…); {start.name} is a {kind}: pre-train it with the masked-LM objective"
+            f"--objective rtd continues ELECTRA discriminators (an electra run's OUTPUT/model, "
+            f"google/electra-small-discriminator…), not yet other families; {start.name} is a {kind}: pre-train it with "
+            "the masked-LM objective"
         )
     if "ElectraForMaskedLM" in (start.config.get("architectures") or []):
         raise ValueError(
@@ -91,15 +93,18 @@ def detector_model(
         ValueError: ``start`` is not an ELECTRA checkpoint, its encoder weights are missing, or
             it does not fit the tokenizer or the length.
     """
-    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+    from transformers import AutoModelForMaskedLM, ElectraForMaskedLM, ElectraForPreTraining
 
     allowed = allowed_samples(vocab)
     discriminator: Any
     generator: Any
     if checkpoint is not None:
         with quiet_load_report():
-            discriminator = ElectraForPreTraining.from_pretrained(checkpoint, use_safetensors=True)
-            generator = ElectraForMaskedLM.from_pretrained(checkpoint / GENERATOR_FOLDER, use_safetensors=True)
+            if read_json(checkpoint / "config.json").get("model_type") == "modernbert":
+                discriminator = LinearDiscriminator.from_pretrained(checkpoint)
+            else:
+                discriminator = ElectraForPreTraining.from_pretrained(checkpoint, use_safetensors=True)
+            generator = AutoModelForMaskedLM.from_pretrained(checkpoint / GENERATOR_FOLDER, use_safetensors=True)
         return ReplacedTokenDetector(discriminator, generator, allowed), ()
     if start is None:
         discriminator, generator = build_detector_parts(

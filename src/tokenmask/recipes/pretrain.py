@@ -41,7 +41,7 @@ from tokenmask.train.heads import head_support
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.loop import train
 from tokenmask.train.models import Checkpoint, load_model_with_notes, paired_tokenizer, resolve_checkpoint
-from tokenmask.train.presets import build_model
+from tokenmask.train.presets import build_model, generator_words
 from tokenmask.train.step import LossFunction, mlm_loss_sum
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
@@ -134,8 +134,8 @@ def describe(config: PretrainConfig) -> str:
     loop = config.loop
     if config.objective == "rtd" and not config.init:
         return (
-            f"pre-training {config.preset} from scratch by replaced-token detection (a generator {config.generator_share:g} "
-            f"as wide, discriminator weight {config.rtd_weight:g}; lr {loop.lr:g}, batch {loop.batch_size}); {loop.describe_limits()}"
+            f"pre-training {config.preset} from scratch by replaced-token detection ({generator_words(config.preset, config.generator_share)}, "
+            f"discriminator weight {config.rtd_weight:g}; lr {loop.lr:g}, batch {loop.batch_size}); {loop.describe_limits()}"
         )
     if not config.init:
         return f"pre-training {config.preset} from scratch (lr {loop.lr:g}, batch {loop.batch_size}); {loop.describe_limits()}"

@@ -17,6 +17,7 @@ from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
 from tokenmask.recipes.pretrain_data import PretrainData
 from tokenmask.train.card import model_card
 from tokenmask.train.job import TrainResult
+from tokenmask.train.presets import PRESETS
 
 
 def pretrain_card(
@@ -32,6 +33,7 @@ def pretrain_card(
         f"the checkpoint {config.init}{_at(config.hub.revision)}" if config.init else f"a new {config.preset} (random weights)"
     )
     detecting = config.objective == "rtd"
+    family = "electra" if config.init else PRESETS[config.preset].family  # --init: ELECTRA discriminators only
     masks = (
         f"on {len(data.evaluation):,} {data.scored_on} blocks at fixed masks ({config.eval_mlm_probability:.0%} of tokens "
         f"selected{_COMMON * (config.eval_masking == 'common')}, the same masks at every evaluation)"
@@ -53,25 +55,36 @@ def pretrain_card(
             pipeline_tag="feature-extraction" if detecting and part == "model" else "fill-mask", command=command,
             start=start, data=data.summary, steps=result.steps, tokens=result.tokens, metrics=metrics, evaluation=evaluation,
             path=str(Path(config.loop.output) / part), base_model=config.init, from_hub=config.hub.revision is not None,
-            about=_DETECTOR_PARTS[part] if detecting else "",
+            about=_detector_part(part, family) if detecting else "",
         )  # fmt: skip
 
     return card
 
 
-_DETECTOR_PARTS = {
-    "model": (
-        "The discriminator of a replaced-token detection run (ELECTRA): an `ElectraForPreTraining` that learned, at "
-        "every token, whether a generator had replaced it. Fine-tune it (`tokenmask finetune --model` this folder, or "
-        "`AutoModelForSequenceClassification` / `AutoModelForTokenClassification`, which add a new head). The run's "
-        "generator, a masked LM for fill-mask, is saved beside it: in `../generator` for the run's final model, in a "
-        "`generator` subfolder of its checkpoints and snapshots."
-    ),
-    "generator": (
-        "The generator of a replaced-token detection run (ELECTRA): a narrow `ElectraForMaskedLM` trained with the "
-        "masked-LM loss, whose samples the discriminator (`../model`, the model to fine-tune) learned to detect."
+_DISCRIMINATORS = {
+    "electra": "an `ElectraForPreTraining`: BERT's body and ELECTRA's detection head",
+    "modernbert": (
+        "ModernBERT's body and prediction head with one linear layer over every token (`model.*`, `head.*`, "
+        "`detection.*`; the `AutoModelFor…` classes leave `detection` out)"
     ),
 }
+
+
+def _detector_part(part: str, family: str) -> str:
+    """The card's paragraph on what a replaced-token detection run's ``part`` (model, generator) is."""
+    if part == "generator":
+        return (
+            "The generator of a replaced-token detection run (ELECTRA's objective): a smaller masked LM of the same "
+            "family, trained with the masked-LM loss, whose samples the discriminator (`../model`, the model to "
+            "fine-tune) learned to detect."
+        )
+    return (
+        f"The discriminator of a replaced-token detection run (ELECTRA's objective): {_DISCRIMINATORS[family]}, which "
+        "learned, at every token, whether a generator had replaced it. Fine-tune it (`tokenmask finetune --model` this "
+        "folder, or `AutoModelForSequenceClassification` / `AutoModelForTokenClassification`, which add a new "
+        "classifier). The run's generator, a masked LM for fill-mask, is saved beside it: in `../generator` for the "
+        "run's final model, in a `generator` subfolder of its checkpoints and snapshots."
+    )
 
 
 def _at(revision: str | None) -> str:

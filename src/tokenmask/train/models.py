@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from tokenmask.hub import TOKENIZER_FILES, HubConfig, download, is_hub_id, pickled_weights_notes, read_json, refuse_remote_code
 from tokenmask.text.resources import minilm_dir
-from tokenmask.train.detector import GENERATOR_FOLDER
+from tokenmask.train.detector import GENERATOR_FOLDER, has_detection_layer
 
 if TYPE_CHECKING:  # transformers' model classes load torch: imported where used, so --help stays quick
     from torch import nn
@@ -111,13 +111,15 @@ def resolve_checkpoint(name_or_path: str | Path | Checkpoint, *, hub: HubConfig 
 
 
 def refuse_discriminator(checkpoint: Checkpoint, use: str) -> None:
-    """``ValueError`` for a replaced-token discriminator (``ElectraForPreTraining``) where a masked
+    """``ValueError`` for a replaced-token discriminator (an ``ElectraForPreTraining``, or a
+    :class:`~tokenmask.train.detector.LinearDiscriminator`'s folder) where a masked
     LM is needed: ``use`` names the need ("fill masks"); the message names the run's generator.
 
     ``tokenmask fill runs/rtd/model ...`` -> "runs/rtd/model is a replaced-token discriminator, not
     a masked LM: it cannot fill masks; use its generator, runs/rtd/generator".
     """
-    if "ElectraForPreTraining" not in (checkpoint.config.get("architectures") or []):
+    electra = "ElectraForPreTraining" in (checkpoint.config.get("architectures") or [])
+    if not electra and not has_detection_layer(checkpoint.folder):
         return
     found = (
         p

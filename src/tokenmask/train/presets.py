@@ -35,8 +35,8 @@ PRESETS: dict[str, Preset] = {
     "roberta-mini": Preset("roberta", 4, 256, 4),
     "modernbert-tiny": Preset("modernbert", 2, 128, 2),
     "modernbert-mini": Preset("modernbert", 4, 256, 4),
-    # BERT's body in ELECTRA's classes: the one family replaced-token detection trains (a
-    # narrower generator shares its embeddings through ELECTRA's embedding projection)
+    # BERT's body in ELECTRA's classes, for replaced-token detection (as ModernBERT's presets): a
+    # narrower generator shares the embeddings through ELECTRA's embedding projection
     "electra-tiny": Preset("electra", 2, 128, 2),
     "electra-mini": Preset("electra", 4, 256, 4),
     "electra-small": Preset("electra", 12, 256, 4),  # ELECTRA-Small's discriminator, with 256-wide embeddings
@@ -140,46 +140,81 @@ def electra_config(size: Preset, vocab_size: int, max_length: int, pad_token_id:
     return ElectraConfig(embedding_size=size.hidden, **_bert_body(size, vocab_size, max_length, pad_token_id))
 
 
+DETECTOR_FAMILIES: tuple[Family, ...] = ("modernbert", "electra")
+"""The families replaced-token detection trains from scratch: ELECTRA's own classes, and ModernBERT's
+body with a linear detection head (:class:`~tokenmask.train.detector.LinearDiscriminator`)."""
+
+
 def build_detector_parts(
     preset: str, *, vocab_size: int, max_length: int, pad_token_id: int | None, generator_share: float
-) -> tuple[PreTrainedModel, PreTrainedModel]:
-    """A new ``(ElectraForPreTraining, ElectraForMaskedLM)``: the discriminator at the preset's
-    size and a generator ``generator_share`` of its width, the same depth (ELECTRA's recipe).
-    :class:`~tokenmask.train.detector.ReplacedTokenDetector` ties their embeddings.
+) -> tuple[Any, PreTrainedModel]:
+    """A new ``(discriminator, generator)`` at the preset's size, for
+    :class:`~tokenmask.train.detector.ReplacedTokenDetector`, which ties their embeddings.
+
+    - ELECTRA: an ``ElectraForPreTraining`` and an ``ElectraForMaskedLM`` ``generator_share`` of
+      its width at the same depth (ELECTRA's recipe; its embedding projection bridges the widths).
+    - ModernBERT: a ``ModernBertModel`` with one linear layer over every token, and a
+      ``ModernBertForMaskedLM`` as wide (the two read one embedding table, and ModernBERT has no
+      projection) with ``generator_share`` of its layers (:func:`generator_config`).
 
     Raises:
-        ValueError: a preset of another family than ELECTRA, or a share the heads cannot divide.
+        ValueError: a preset of another family, or a share the heads cannot divide.
     """
-    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining, ModernBertForMaskedLM, ModernBertModel
+
+    from tokenmask.train.detector import LinearDiscriminator
 
     size = PRESETS.get(preset)
-    if size is None or size.family != "electra":
-        electra = ", ".join(name for name, p in PRESETS.items() if p.family == "electra")
-        raise ValueError(f"replaced-token detection trains ELECTRA's classes: choose --preset {electra}, not {preset}")
-    discriminator = ElectraForPreTraining(electra_config(size, vocab_size, max_length, pad_token_id))
-    return discriminator, ElectraForMaskedLM(generator_config(discriminator.config, generator_share))
+    if size is None or size.family not in DETECTOR_FAMILIES:
+        raise ValueError(f"replaced-token detection trains {detector_presets()}, not {preset}")
+    if size.family == "electra":
+        discriminator: Any = ElectraForPreTraining(electra_config(size, vocab_size, max_length, pad_token_id))
+        return discriminator, ElectraForMaskedLM(generator_config(discriminator.config, generator_share))
+    discriminator = LinearDiscriminator(ModernBertModel(_modernbert_config(size, vocab_size, max_length, pad_token_id)))
+    return discriminator, ModernBertForMaskedLM(generator_config(discriminator.config, generator_share))
 
 
-def generator_config(discriminator: ElectraConfig, share: float) -> ElectraConfig:
-    """The config of a new generator for a discriminator: its config with the hidden size,
-    feed-forward and heads at ``share`` (at least 1 head), the same depth, vocabulary, positions
-    and embedding width (so the two share embeddings).
+def generator_words(preset: str, share: float) -> str:
+    """How a new generator relates to the preset's discriminator: ``"a generator 0.25 as wide"``
+    (ELECTRA), ``"a generator as wide with 1 of 2 layers"`` (ModernBERT, :func:`generator_config`)."""
+    size = PRESETS[preset]
+    if size.family == "modernbert":
+        return f"a generator as wide with {max(1, round(size.layers * share))} of {size.layers} layers"
+    return f"a generator {share:g} as wide"
 
-    ``google/electra-small-discriminator`` (hidden 256, 4 heads, feed-forward 1024, embeddings
-    128) at 0.25 -> hidden 64, 1 head, feed-forward 256, embeddings 128.
+
+def detector_presets() -> str:
+    """``"modernbert-tiny, modernbert-mini, electra-tiny, …"``: the presets replaced-token detection trains."""
+    return ", ".join(name for family in DETECTOR_FAMILIES for name, p in PRESETS.items() if p.family == family)
+
+
+def generator_config(discriminator: Any, share: float) -> Any:
+    """The config of a new generator for a discriminator, ``share`` of its size, with the same
+    vocabulary, positions and embedding width (so the two share embeddings):
+
+    - ELECTRA: hidden size, feed-forward and heads at ``share`` (at least 1 head), the same depth.
+      ``google/electra-small-discriminator`` (hidden 256, 4 heads, feed-forward 1024, embeddings
+      128) at 0.25 -> hidden 64, 1 head, feed-forward 256, embeddings 128.
+    - ModernBERT: the same width (its embeddings feed the layers without a projection) and
+      ``share`` of the layers, at least 1: ``modernbert-mini`` (4 layers) at 0.25 -> 1 layer.
 
     Raises:
         ValueError: a width the scaled number of heads cannot divide.
     """
-    from transformers import ElectraConfig
+    from transformers import ElectraConfig, ModernBertConfig
 
+    settings = discriminator.to_dict()
+    for key in ("architectures", "model_type", "transformers_version", "id2label", "label2id", "_name_or_path"):
+        settings.pop(key, None)
+    settings.pop("_attn_implementation_autoset", None)  # older transformers: let the generator pick its attention anew
+    if discriminator.model_type == "modernbert":
+        settings.pop("layer_types", None)  # derived again from the new depth (every third layer global)
+        settings.update(num_hidden_layers=max(1, round(discriminator.num_hidden_layers * share)))
+        return ModernBertConfig(**settings)
     hidden = max(1, round(discriminator.hidden_size * share))
     heads = max(1, round(discriminator.num_attention_heads * share))
     if hidden % heads:
         raise ValueError(f"a generator {hidden} wide cannot have {heads} attention heads: choose another --generator-share")
-    settings = discriminator.to_dict()
-    for key in ("architectures", "model_type", "transformers_version", "id2label", "label2id"):
-        settings.pop(key, None)
     scale = discriminator.intermediate_size / discriminator.hidden_size
     settings.update(hidden_size=hidden, num_attention_heads=heads, intermediate_size=max(1, round(scale * hidden)))
     return ElectraConfig(**settings)
