@@ -176,6 +176,9 @@ def test_a_modernbert_discriminator_opens_as_the_masked_lm_does(tmp_path, bert_t
         assert set(info["unexpected_keys"]) == {"detection.weight", "detection.bias"}
         torch.testing.assert_close(opened.head.dense.weight, discriminator.head.dense.weight)
     assert has_detection_layer(tmp_path / "model") and not has_detection_layer(tmp_path / "model" / GENERATOR_FOLDER)
+    (tmp_path / "pointer").mkdir()
+    (tmp_path / "pointer" / "model.safetensors").write_text("version https://git-lfs.github.com/spec/v1\n")
+    assert not has_detection_layer(tmp_path / "pointer")  # unreadable weights are left for the loader to report
     reloaded = LinearDiscriminator.from_pretrained(tmp_path / "model")
     for name, tensor in discriminator.state_dict().items():
         torch.testing.assert_close(reloaded.state_dict()[name], tensor, msg=name)

@@ -95,13 +95,16 @@ class LinearDiscriminator(nn.Module):
 
 def has_detection_layer(folder: Path) -> bool:
     """Whether ``folder``'s weights hold a :class:`LinearDiscriminator`'s detection layer (reads the safetensors header only)."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     weights = Path(folder) / "model.safetensors"
     if not weights.is_file():
         return False
-    with safe_open(str(weights), framework="pt") as opened:
-        return f"{DETECTION_LAYER}.weight" in opened.keys()  # noqa: SIM118 (safe_open has no __contains__)
+    try:
+        with safe_open(str(weights), framework="pt") as opened:
+            return f"{DETECTION_LAYER}.weight" in opened.keys()  # noqa: SIM118 (safe_open has no __contains__)
+    except (OSError, SafetensorError):  # unreadable: not judged here; loading it reports the problem
+        return False
 
 
 class ReplacedTokenDetector(nn.Module):
