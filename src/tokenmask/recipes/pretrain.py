@@ -200,10 +200,8 @@ def _model(
         model = build_model(
             config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
         )
-    return model, (
-        *notes,
-        ("generator's " if detecting else "") + head_support(masked_lm(model)).note,
-    )  # slower, not wrong, if unknown
+    head_note = ("generator's " if detecting else "") + head_support(masked_lm(model)).note  # slower, not wrong, if unknown
+    return model, (*notes, head_note)
 
 
 def _job(

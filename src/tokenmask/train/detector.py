@@ -32,6 +32,7 @@ DETECTION_LAYER = "detection"
 has a module of that name, so every ``AutoModelFor…`` class leaves it out when it opens the folder."""
 
 _INPUTS = ("attention_mask", "token_type_ids")
+_WEIGHTS = "model.safetensors"  # a LinearDiscriminator's weights, under transformers' own file name
 
 
 class LinearDiscriminator(nn.Module):
@@ -80,7 +81,7 @@ class LinearDiscriminator(nn.Module):
         config.architectures = [type(self.model).__name__]
         config.save_pretrained(folder)
         weights = {name: tensor.detach().contiguous().cpu() for name, tensor in self.state_dict().items()}
-        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        save_file(weights, str(folder / _WEIGHTS), metadata={"format": "pt"})
 
     @classmethod
     def from_pretrained(cls, folder: str | Path) -> LinearDiscriminator:
@@ -89,7 +90,7 @@ class LinearDiscriminator(nn.Module):
         from transformers import AutoConfig, AutoModel
 
         discriminator = cls(AutoModel.from_config(AutoConfig.from_pretrained(folder)))
-        discriminator.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+        discriminator.load_state_dict(load_file(str(Path(folder) / _WEIGHTS)))
         return discriminator
 
 
@@ -97,7 +98,7 @@ def has_detection_layer(folder: Path) -> bool:
     """Whether ``folder``'s weights hold a :class:`LinearDiscriminator`'s detection layer (reads the safetensors header only)."""
     from safetensors import SafetensorError, safe_open
 
-    weights = Path(folder) / "model.safetensors"
+    weights = Path(folder) / _WEIGHTS
     if not weights.is_file():
         return False
     try:
@@ -114,8 +115,9 @@ class ReplacedTokenDetector(nn.Module):
 
     The generator's embeddings module *is* the discriminator's (the token embeddings and their
     norm; ELECTRA's position and token-type embeddings too), and its output layer stays tied to
-    the token embeddings, so the pair has one embedding table. ``save_pretrained(folder)`` writes the discriminator there and
-    the generator in ``folder/generator``: two plain Hugging Face folders.
+    the token embeddings, so the pair has one embedding table. ``save_pretrained(folder)``
+    writes the discriminator there and the generator in ``folder/generator``: two folders that
+    transformers opens.
 
     Args:
         discriminator: an ``ElectraForPreTraining`` or a :class:`LinearDiscriminator`.

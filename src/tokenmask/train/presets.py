@@ -142,7 +142,7 @@ def electra_config(size: Preset, vocab_size: int, max_length: int, pad_token_id:
 
 DETECTOR_FAMILIES: tuple[Family, ...] = ("modernbert", "electra")
 """The families replaced-token detection trains from scratch: ELECTRA's own classes, and ModernBERT's
-body with a linear detection head (:class:`~tokenmask.train.detector.LinearDiscriminator`)."""
+body and prediction head with a linear detection layer (:class:`~tokenmask.train.detector.LinearDiscriminator`)."""
 
 
 def build_detector_parts(
@@ -153,7 +153,8 @@ def build_detector_parts(
 
     - ELECTRA: an ``ElectraForPreTraining`` and an ``ElectraForMaskedLM`` ``generator_share`` of
       its width at the same depth (ELECTRA's recipe; its embedding projection bridges the widths).
-    - ModernBERT: a ``ModernBertModel`` with one linear layer over every token, and a
+    - ModernBERT: a :class:`~tokenmask.train.detector.LinearDiscriminator` (the body, its
+      prediction head and one linear layer over every token), and a
       ``ModernBertForMaskedLM`` as wide (the two read one embedding table, and ModernBERT has no
       projection) with ``generator_share`` of its layers (:func:`generator_config`).
 
@@ -179,8 +180,13 @@ def generator_words(preset: str, share: float) -> str:
     (ELECTRA), ``"a generator as wide with 1 of 2 layers"`` (ModernBERT, :func:`generator_config`)."""
     size = PRESETS[preset]
     if size.family == "modernbert":
-        return f"a generator as wide with {max(1, round(size.layers * share))} of {size.layers} layers"
+        return f"a generator as wide with {_generator_layers(size.layers, share)} of {size.layers} layers"
     return f"a generator {share:g} as wide"
+
+
+def _generator_layers(layers: int, share: float) -> int:
+    """A ModernBERT generator's depth: ``share`` of the discriminator's ``layers``, at least 1."""
+    return max(1, round(layers * share))
 
 
 def detector_presets() -> str:
@@ -209,7 +215,7 @@ def generator_config(discriminator: Any, share: float) -> Any:
     settings.pop("_attn_implementation_autoset", None)  # older transformers: let the generator pick its attention anew
     if discriminator.model_type == "modernbert":
         settings.pop("layer_types", None)  # derived again from the new depth (every third layer global)
-        settings.update(num_hidden_layers=max(1, round(discriminator.num_hidden_layers * share)))
+        settings.update(num_hidden_layers=_generator_layers(discriminator.num_hidden_layers, share))
         return ModernBertConfig(**settings)
     hidden = max(1, round(discriminator.hidden_size * share))
     heads = max(1, round(discriminator.num_attention_heads * share))
