@@ -168,6 +168,7 @@ def test_a_modernbert_detector_trains_and_its_parts_serve(corpus_and_tokenizer, 
     argv = [*detection_argv(corpus, tokenizer, output, "--objective", "rtd", "--eval-every", "2")]
     argv[argv.index("electra-tiny")] = "modernbert-tiny"
     assert main(argv) == 0
+    assert "by replaced-token detection (a generator as wide with 1 of 2 layers," in " ".join(capsys.readouterr().out.split())
     records = [json.loads(line) for line in (output / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [r["eval_detector_tokens"] > r["eval_detector_replaced"] > 0 for r in records if "eval_loss" in r] == [True, True]
     assert json.loads((output / "model" / "config.json").read_text(encoding="utf-8"))["architectures"] == ["ModernBertModel"]
