@@ -38,9 +38,10 @@ bench: setup
 	$(BIN)/python benchmarks/masking.py
 
 # The documentation site (mkdocs.yml, docs/) into site/, offline; --strict: a broken link,
-# reference or docstring fails the build. NO_MKDOCS_2_WARNING quiets mkdocs-material's banner.
+# reference or docstring fails the build (not with --quiet, which hides the warnings that
+# --strict counts). NO_MKDOCS_2_WARNING quiets mkdocs-material's banner.
 docs: setup
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The lowest versions pyproject.toml declares (requirements/lowest.txt) in their own environment,
 # and a smoke subset on them: masking, reading every corpus format, pre-training (the default

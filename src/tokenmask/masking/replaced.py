@@ -26,7 +26,8 @@ def replacement_noise(example_ids: np.ndarray, width: int, *, seed: int, epoch: 
     Args:
         example_ids: ``(B,)`` int64, the ids the batch's masks were keyed on.
         width: ``T``, the batch's padded width.
-        seed, epoch: as for the masks.
+        seed: the masks' seed.
+        epoch: the masks' epoch.
 
     Returns:
         ``(B, T)`` float32 (every device has it); the numbers at a position do not depend on the
