@@ -21,6 +21,19 @@ def test_a_probe_runs_records_give_its_pace():
     assert RunPace.of(records, wall=8.0).rest == 0.0  # never below 0
 
 
+def test_a_probes_first_steps_are_set_apart_and_their_extra_time_counts_as_rest():
+    # steps 2 and 3 warm up (1.5 s and 1.0 s), then 0.5 s a step to step 8: timed after step 3,
+    # 2.5 s over 5 steps; the first evaluation 4.0 - 0.5 = 3.5 s; the rest 16.0 - 8 x 0.5 - 2 x 3.5 = 5.0 s,
+    # of which 1.0 + 0.5 is the warm-up's extra and 3.5 what follows the last step but the final evaluation
+    seconds = {1: 4.0, 2: 5.5, 3: 6.5, 4: 7.0, 5: 7.5, 6: 8.0, 7: 8.5, 8: 9.0}
+    records = [{"step": 0, "eval_loss": 9.0}] + [
+        {"step": s, "loss": 8.0, "tokens": 100 * s, "seconds": t} for s, t in seconds.items()
+    ]
+    assert RunPace.of(records, wall=16.0, settle=3) == RunPace(step=0.5, tokens=100.0, evaluation=3.5, rest=5.0)
+    timed_from_the_first = RunPace.of(records, wall=16.0)  # the warm-up in the pace: 5.0 s over 7 steps
+    assert timed_from_the_first.step == pytest.approx(5.0 / 7)
+
+
 def config(**downstream) -> StudyConfig:
     base = PretrainConfig(loop=LoopConfig(output="o", max_tokens=100_000, eval_every=250))
     plan = DownstreamPlan(finetune=("builtin",), label_budgets=(100, 300), finetune_seeds=1, finetune_max_steps=150, **downstream)
@@ -71,7 +84,9 @@ def test_the_forecast_sums_the_cells_and_says_what_it_measured():
 
 
 def test_a_probe_times_whole_steps_without_evaluations_checkpoints_or_a_head_only_warm_up():
-    from tokenmask.experiments.pace import PROBE_STEPS, _probe
+    from tokenmask.experiments.pace import PROBE_SETTLE, PROBE_STEPS, _probe
+
+    assert 1 <= PROBE_SETTLE < PROBE_STEPS - 10  # enough steps timed after the warm-up
 
     loop = _probe(LoopConfig(output="o", max_tokens=10**6, max_time=5.0, head_warmup_steps=30, snapshots=(0.5,)))
     assert (loop.max_steps, loop.max_tokens, loop.max_time, loop.head_warmup_steps) == (PROBE_STEPS, None, None, 0)

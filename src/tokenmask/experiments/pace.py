@@ -31,8 +31,12 @@ if TYPE_CHECKING:
 PACE_FILE = "pace.json"
 """OUTPUT/pace.json: the pace measured when the study first started (a resumed study reuses it)."""
 
-PROBE_STEPS = 6
-"""Steps of each probe run: the first (with its evaluation) is set apart, the other 5 give the pace."""
+PROBE_STEPS = 24
+"""Steps of each probe run: the first :data:`PROBE_SETTLE` are set apart, the other 20 give the pace."""
+
+PROBE_SETTLE = 4
+"""The probe's first steps, set apart from its pace: the first holds the evaluation at the start,
+and the next ones run slower while the process warms up (their extra time counts as the run's rest)."""
 
 
 class PlannedStudy(Protocol):
@@ -59,21 +63,24 @@ class RunPace:
     rest: float
 
     @classmethod
-    def of(cls, records: Sequence[Mapping[str, Any]], wall: float) -> RunPace:
-        """From a probe run's ``metrics.jsonl`` records and its wall time in seconds.
+    def of(cls, records: Sequence[Mapping[str, Any]], wall: float, *, settle: int = 1) -> RunPace:
+        """From a probe run's ``metrics.jsonl`` records and its wall time in seconds, the pace
+        timed from the end of step ``settle`` to the last step.
 
-        Step records carry ``seconds`` since the start, the first evaluation included. Steps 1
-        and 6 at 4.0 s and 6.5 s, tokens 100 and 600, wall 9.0 s: a step takes 0.5 s (100
-        tokens), the first evaluation 4.0 − 0.5 = 3.5 s, and the rest 9.0 − 6.5 − 3.5 = −1.0,
-        counted as 0 (the final evaluation is taken as long as the first).
+        Step records carry ``seconds`` since the start, the first evaluation included. Steps 1,
+        2 and 6 at 4.0 s, 5.0 s and 7.0 s, tokens 100, 200 and 600, wall 12.0 s, ``settle=2``:
+        a step takes (7.0 − 5.0) / 4 = 0.5 s (100 tokens), the first evaluation 4.0 − 0.5 =
+        3.5 s, and the rest, what 6 steps and two evaluations (the final one taken as long as
+        the first) leave of the wall time, 12.0 − 3.0 − 7.0 = 2.0 s: step 2's extra half second
+        is in it. Never below 0.
         """
         steps = [r for r in records if "loss" in r and "seconds" in r]
-        first, last = steps[0], steps[-1]
-        count = max(1, last["step"] - first["step"])
-        step = (last["seconds"] - first["seconds"]) / count
-        tokens = (last["tokens"] - first["tokens"]) / count
+        first, timed, last = steps[0], steps[min(settle, len(steps)) - 1], steps[-1]
+        count = max(1, last["step"] - timed["step"])
+        step = (last["seconds"] - timed["seconds"]) / count
+        tokens = (last["tokens"] - timed["tokens"]) / count
         evaluation = max(0.0, first["seconds"] - step)
-        rest = max(0.0, wall - last["seconds"] - evaluation)
+        rest = max(0.0, wall - last["step"] * step - 2 * evaluation)
         return cls(step=step, tokens=tokens, evaluation=evaluation, rest=rest)
 
 
@@ -196,7 +203,7 @@ def measure_pace(config: PlannedStudy, data: CompareData | None, cells: Sequence
             run = replace(run, loop=_probe(run.loop))
             began = time.perf_counter()
             pretrain(run)
-            pretrain_pace = RunPace.of(read_metrics(Path(folder) / "pretrain"), time.perf_counter() - began)
+            pretrain_pace = RunPace.of(read_metrics(Path(folder) / "pretrain"), time.perf_counter() - began, settle=PROBE_SETTLE)
         if data is not None and any(c.coordinates.get("role") == FINETUNE for c in cells):
             finetune_pace = _finetune_pace(config, data, Path(folder))
     return Pace(pretrain_pace, finetune_pace, rate=float(pretraining.coordinates["rate"]) if pretraining else None)
@@ -226,4 +233,4 @@ def _finetune_pace(config: PlannedStudy, data: CompareData, folder: Path) -> Run
     run = replace(tuning, loop=loop, model=model, augment_rate=downstream.augment_rates[0])
     began = time.perf_counter()
     finetune(run, data=data.training(PROBE_STEPS * loop.batch_size, base.loop.seed))
-    return RunPace.of(read_metrics(folder / "finetune"), time.perf_counter() - began)
+    return RunPace.of(read_metrics(folder / "finetune"), time.perf_counter() - began, settle=PROBE_SETTLE)
