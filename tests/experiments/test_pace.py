@@ -32,6 +32,7 @@ def test_a_probes_first_steps_are_set_apart_and_their_extra_time_counts_as_rest(
     assert RunPace.of(records, wall=16.0, settle=3) == RunPace(step=0.5, tokens=100.0, evaluation=3.5, rest=5.0)
     timed_from_the_first = RunPace.of(records, wall=16.0)  # the warm-up in the pace: 5.0 s over 7 steps
     assert timed_from_the_first.step == pytest.approx(5.0 / 7)
+    assert RunPace.of(records[:4], wall=16.0, settle=3).step == pytest.approx(1.0)  # 3 steps: the last one timed
 
 
 def config(**downstream) -> StudyConfig:

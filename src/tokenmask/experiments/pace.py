@@ -75,7 +75,8 @@ class RunPace:
         is in it. Never below 0.
         """
         steps = [r for r in records if "loss" in r and "seconds" in r]
-        first, timed, last = steps[0], steps[min(settle, len(steps)) - 1], steps[-1]
+        # a run shorter than ``settle`` steps is timed over its last step (its only step: 0 s)
+        first, timed, last = steps[0], steps[max(0, min(settle, len(steps) - 1) - 1)], steps[-1]
         count = max(1, last["step"] - timed["step"])
         step = (last["seconds"] - timed["seconds"]) / count
         tokens = (last["tokens"] - timed["tokens"]) / count
