@@ -17,8 +17,8 @@ def test_a_probe_runs_records_give_its_pace():
     # the first evaluation is step 1's time less one step, 3.5 s; the rest: 12.0 - 6.5 - 3.5 (the final evaluation) = 2.0 s
     records = [{"step": 0, "eval_loss": 9.0}, {"step": 1, "loss": 9.0, "tokens": 100, "seconds": 4.0}]
     records += [{"step": s, "loss": 8.0, "tokens": 100 * s, "seconds": 4.0 + 0.5 * (s - 1)} for s in range(2, 7)]
-    assert RunPace.of(records, wall=12.0) == RunPace(step=0.5, tokens=100.0, evaluation=3.5, rest=2.0)
-    assert RunPace.of(records, wall=8.0).rest == 0.0  # never below 0
+    assert RunPace.of(records, wall=12.0, settle=1) == RunPace(step=0.5, tokens=100.0, evaluation=3.5, rest=2.0)
+    assert RunPace.of(records, wall=8.0, settle=1).rest == 0.0  # never below 0
 
 
 def test_a_probes_first_steps_are_set_apart_and_their_extra_time_counts_as_rest():
@@ -30,7 +30,7 @@ def test_a_probes_first_steps_are_set_apart_and_their_extra_time_counts_as_rest(
         {"step": s, "loss": 8.0, "tokens": 100 * s, "seconds": t} for s, t in seconds.items()
     ]
     assert RunPace.of(records, wall=16.0, settle=3) == RunPace(step=0.5, tokens=100.0, evaluation=3.5, rest=5.0)
-    timed_from_the_first = RunPace.of(records, wall=16.0)  # the warm-up in the pace: 5.0 s over 7 steps
+    timed_from_the_first = RunPace.of(records, wall=16.0, settle=1)  # the warm-up in the pace: 5.0 s over 7 steps
     assert timed_from_the_first.step == pytest.approx(5.0 / 7)
     assert RunPace.of(records[:4], wall=16.0, settle=3).step == pytest.approx(1.0)  # 3 steps: the last one timed
 

@@ -32,7 +32,7 @@ PACE_FILE = "pace.json"
 """OUTPUT/pace.json: the pace measured when the study first started (a resumed study reuses it)."""
 
 PROBE_STEPS = 24
-"""Steps of each probe run: the first :data:`PROBE_SETTLE` are set apart, the other 20 give the pace."""
+"""Steps of each probe run: the first :data:`PROBE_SETTLE` are set apart, the others give the pace."""
 
 PROBE_SETTLE = 4
 """The probe's first steps, set apart from its pace: the first holds the evaluation at the start,
@@ -63,9 +63,9 @@ class RunPace:
     rest: float
 
     @classmethod
-    def of(cls, records: Sequence[Mapping[str, Any]], wall: float, *, settle: int = 1) -> RunPace:
+    def of(cls, records: Sequence[Mapping[str, Any]], wall: float, *, settle: int = PROBE_SETTLE) -> RunPace:
         """From a probe run's ``metrics.jsonl`` records and its wall time in seconds, the pace
-        timed from the end of step ``settle`` to the last step.
+        timed from the end of step ``settle`` (by default :data:`PROBE_SETTLE`) to the last step.
 
         Step records carry ``seconds`` since the start, the first evaluation included. Steps 1,
         2 and 6 at 4.0 s, 5.0 s and 7.0 s, tokens 100, 200 and 600, wall 12.0 s, ``settle=2``:
@@ -204,7 +204,7 @@ def measure_pace(config: PlannedStudy, data: CompareData | None, cells: Sequence
             run = replace(run, loop=_probe(run.loop))
             began = time.perf_counter()
             pretrain(run)
-            pretrain_pace = RunPace.of(read_metrics(Path(folder) / "pretrain"), time.perf_counter() - began, settle=PROBE_SETTLE)
+            pretrain_pace = RunPace.of(read_metrics(Path(folder) / "pretrain"), time.perf_counter() - began)
         if data is not None and any(c.coordinates.get("role") == FINETUNE for c in cells):
             finetune_pace = _finetune_pace(config, data, Path(folder))
     return Pace(pretrain_pace, finetune_pace, rate=float(pretraining.coordinates["rate"]) if pretraining else None)
@@ -234,4 +234,4 @@ def _finetune_pace(config: PlannedStudy, data: CompareData, folder: Path) -> Run
     run = replace(tuning, loop=loop, model=model, augment_rate=downstream.augment_rates[0])
     began = time.perf_counter()
     finetune(run, data=data.training(PROBE_STEPS * loop.batch_size, base.loop.seed))
-    return RunPace.of(read_metrics(folder / "finetune"), time.perf_counter() - began, settle=PROBE_SETTLE)
+    return RunPace.of(read_metrics(folder / "finetune"), time.perf_counter() - began)
