@@ -132,6 +132,39 @@ def test_sigint_saves_a_checkpoint_that_resume_continues_exactly(tmp_path):
     assert evaluated == [e["step"] for e in whole.evaluations] == [0, 5, 8]
 
 
+def signalling_at(step_to_signal, checkpoint=None):
+    """The NaN-free job whose evaluation at ``step_to_signal`` receives SIGTERM while it runs."""
+    job = nan_job((), checkpoint)
+
+    def evaluate(model, step, horizon):
+        if step == step_to_signal:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return {"loss": float(step)}
+
+    return replace(job, evaluate=evaluate)
+
+
+def test_a_signal_during_the_final_evaluation_stops_the_run_at_a_checkpoint(tmp_path):
+    # after the last step no step checks for a signal: it must not be dropped (a sweep would go on to its next cell)
+    whole = train(settings(tmp_path / "whole", save_every=100), lambda checkpoint, shard: nan_job(()))
+    cut = settings(tmp_path / "cut", save_every=100)
+    with pytest.raises(Interrupted, match=r"SIGTERM at step 6: checkpoint saved in .*step-6; continue with --resume"):
+        train(cut, lambda checkpoint, shard: signalling_at(6, checkpoint))
+    run = tmp_path / "cut" / "run"
+    assert not (run / "model").exists()  # the run is not finished: no final model
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers came back
+    # a signal in the resumed run's evaluation stops it again, at the checkpoint it resumed from
+    with pytest.raises(Interrupted, match=r"SIGTERM at step 6: checkpoint saved in .*step-6;"):
+        train(replace(cut, resume=True), lambda checkpoint, shard: signalling_at(6, checkpoint))
+    assert [p.name for p in (run / "checkpoints").iterdir() if not p.name.startswith(".")] == ["step-6"]
+    resumed = train(replace(cut, resume=True), lambda checkpoint, shard: nan_job((), checkpoint))
+    assert resumed.steps == 6 and (run / "model" / "model.safetensors").is_file()
+    for (name, expected), got in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(expected, got), name
+    evaluated = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "eval_loss" in r]
+    assert evaluated == [0, 6]  # the final one logged once, by the run the signal stopped
+
+
 def test_a_resumed_run_with_a_higher_step_limit_decays_to_the_new_limit(tmp_path):
     first = settings(tmp_path, max_steps=4, save_every=2, warmup=0.25)
     train(first, lambda checkpoint, shard: nan_job(()))

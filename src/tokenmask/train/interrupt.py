@@ -1,8 +1,9 @@
 """Stopping a run cleanly: SIGINT / SIGTERM end the current step, save a checkpoint, then stop.
 
 Clusters send SIGTERM before they preempt a job, and Ctrl-C sends SIGINT; both are only noted
-while the loop trains, and the loop stops after the step it is in, with a checkpoint that
-``--resume`` continues from. A second signal interrupts at once (KeyboardInterrupt).
+while the loop runs, and the loop stops after the step it is in (or, when the signal came after
+the last step, after the final evaluation), with a checkpoint that ``--resume`` continues from.
+A second signal interrupts at once (KeyboardInterrupt).
 """
 
 from __future__ import annotations

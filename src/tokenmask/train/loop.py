@@ -200,6 +200,10 @@ def train(
                 evaluate(logged=not _evaluation_logged(output, result.steps))  # the final numbers, for the job
             elif not result.evaluations or result.evaluations[-1]["step"] != result.steps:
                 evaluate()
+            if summed(accelerator, [float(signals.received is not None)])[0]:  # came after the last step's check
+                resumed_here = checkpoint is not None and result.steps == first_step  # its checkpoint is this step's
+                saved = checkpoint if resumed_here else save()
+                raise Interrupted(signals.received or signal.SIGTERM, result.steps, str(saved))
     finally:
         log.close()
         for tracker in accelerator.trackers:  # not end_training(): it also ends the process group, still needed
