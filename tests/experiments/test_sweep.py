@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +19,7 @@ import yaml
 from tokenmask.experiments.cells import MARKER, read_marker
 from tokenmask.experiments.plan import Axis, Cell, SweepRun, cell_digest, cross, plan_digest, shared_part, shared_plan
 from tokenmask.experiments.sweep import run_sweep
+from tokenmask.train.interrupt import Interrupted, StopSignals
 
 
 @dataclass(frozen=True)
@@ -244,3 +250,152 @@ def test_a_cell_waiting_for_a_later_cell_is_refused(tmp_path):
 
     with pytest.raises(ValueError, match="cell second waits for first, which is not before it in the plan"):
         run_sweep(Backwards(), SweepRun(tmp_path))
+
+
+@dataclass(frozen=True)
+class SignalledWhileScoring(Squares):
+    """Cell n1 gets SIGTERM after its training, while it scores (outside any run's loop)."""
+
+    def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: int, resume: bool, command: str | None) -> dict:
+        if cell.coordinates["n"] == 1:
+            signal.raise_signal(signal.SIGTERM)
+        return super().run_cell(cell, folder, reporter, loaded=loaded, resume=resume, command=command)
+
+
+def test_a_signal_between_runs_lets_the_cell_finish_and_starts_no_other(tmp_path):
+    experiment = SignalledWhileScoring()
+    with pytest.raises(Interrupted, match="SIGTERM: the finished cells are kept") as stop:
+        run_sweep(experiment, SweepRun(tmp_path))
+    assert stop.value.exit_code == 143 and experiment.ran == [1]
+    assert (tmp_path / "cells" / "n1" / MARKER).exists() and not (tmp_path / "cells" / "n2").exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    again = Squares()
+    assert run_sweep(again, SweepRun(tmp_path, resume=True))["complete"] and again.ran == [2, 3]
+
+
+@dataclass(frozen=True)
+class Trains:
+    """Cells that "train" (a loop under StopSignals, as a run's) until a stop, then save a
+    "checkpoint" and raise Interrupted as a run does; resumed, they finish at once, and with
+    ``stops=False`` a cell without a checkpoint finishes at once too."""
+
+    stops: bool = True
+    kind: str = "trains"
+    record_file: str = "trains.json"
+    growing: tuple[tuple[str, ...], ...] = ()
+
+    def plan(self) -> dict[str, Any]:
+        return {}
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def cells(self) -> list[Cell]:
+        return [Cell(name, name, {"n": n}) for n, name in enumerate(("a", "b", "c"))]
+
+    def load(self) -> None:
+        return None
+
+    def introduce(self, loaded: None, finished: int) -> str:
+        return "trains"
+
+    def forecast(self, loaded: None, pending: Any, output: Path) -> str:
+        return ""
+
+    def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: None, resume: bool, command: str | None) -> dict:
+        checkpoint = folder / "checkpoint"
+        if checkpoint.exists() or not self.stops:
+            return {"resumed": checkpoint.exists()}
+        with StopSignals() as signals:
+            (folder / "training").write_text(str(os.getpid()))
+            deadline = time.monotonic() + 60
+            while signals.received is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if signals.received is None:
+                raise ValueError("never stopped")
+            checkpoint.write_text("saved")
+            raise Interrupted(signals.received, 7, str(checkpoint))
+
+    def finished_line(self, result: Any) -> str:
+        return "done"
+
+    def summary(self, finished: Any) -> dict[str, Any]:
+        return {}
+
+
+def signal_when_training(folder: Path, *, cells_too: bool) -> threading.Thread:
+    """SIGTERM this process (the sweep's) once cells a and b train; with ``cells_too``, theirs
+    first, as a scheduler that signals every process of the job does."""
+
+    def send() -> None:
+        marks = [folder / name / "training" for name in ("a", "b")]
+        deadline = time.monotonic() + 120
+        while not all(mark.exists() for mark in marks) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.05)  # the pid is written once the mark's file exists
+        if cells_too:
+            for mark in marks:
+                os.kill(int(mark.read_text()), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("cells_too", [False, True], ids=["the-sweep-only", "every-process"])
+def test_a_signal_stops_cells_in_processes_at_their_checkpoints_and_starts_no_other(tmp_path, cells_too):
+    # the sweep asks its cells to stop without a second signal: one would stop them unsaved
+    said = Said()
+    thread = signal_when_training(tmp_path, cells_too=cells_too)
+    with pytest.raises(Interrupted, match="SIGTERM: the finished cells are kept"):
+        run_sweep(Trains(), SweepRun(tmp_path, jobs=2), said)
+    thread.join()
+    stops = sorted(line for line in said.lines if "stopped:" in line)
+    assert stops == [
+        f"cell {n}/3 {name}: stopped: SIGTERM at step 7: checkpoint saved in {tmp_path / name / 'checkpoint'}; continue with --resume"
+        for n, name in ((1, "a"), (2, "b"))
+    ]
+    assert not (tmp_path / "c").exists()  # no cell started after the signal
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    record = run_sweep(Trains(stops=False), SweepRun(tmp_path, jobs=2, resume=True))
+    assert record["complete"] and [c["resumed"] for c in record["cells"]] == [True, True, False]
+
+
+def test_cells_in_processes_stop_at_their_checkpoints_when_the_sweep_is_killed(tmp_path):
+    # SIGKILL: the sweep runs no handler, and its cells must not run on as orphans
+    script = (
+        "import sys; from pathlib import Path; from test_sweep import Trains; "
+        "from tokenmask.experiments.plan import SweepRun; from tokenmask.experiments.sweep import run_sweep; "
+        "run_sweep(Trains(), SweepRun(Path(sys.argv[1]), jobs=2))"
+    )
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), source])}
+    sweep = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env)
+    try:
+        marks = [tmp_path / name / "training" for name in ("a", "b")]
+        deadline = time.monotonic() + 120
+        while not all(mark.exists() for mark in marks) and time.monotonic() < deadline and sweep.poll() is None:
+            time.sleep(0.02)
+        assert sweep.poll() is None and all(mark.exists() for mark in marks)
+    finally:
+        sweep.kill()
+        sweep.wait()
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / name / "checkpoint").exists() for name in ("a", "b")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [(tmp_path / name / "checkpoint").read_text() for name in ("a", "b")] == ["saved", "saved"]
+    assert not (tmp_path / "c").exists()
+
+
+@dataclass(frozen=True)
+class StoppedInItsProbe(Squares):
+    def forecast(self, loaded: int, pending: Any, output: Path) -> str:
+        raise Interrupted(signal.SIGINT, 3, str(output / "probe-folder-since-removed"))
+
+
+def test_a_stop_in_the_forecasts_probe_names_no_checkpoint(tmp_path):
+    with pytest.raises(Interrupted) as stop:
+        run_sweep(StoppedInItsProbe(), SweepRun(tmp_path))
+    assert str(stop.value).startswith("SIGINT: the finished cells are kept") and stop.value.exit_code == 130
+    assert "probe-folder" not in str(stop.value)

@@ -3,7 +3,9 @@
 Clusters send SIGTERM before they preempt a job, and Ctrl-C sends SIGINT; both are only noted
 while the loop runs, and the loop stops after the step it is in (or, when the signal came after
 the last step, after the final evaluation), with a checkpoint that ``--resume`` continues from.
-A second signal interrupts at once (KeyboardInterrupt).
+A second signal interrupts at once (KeyboardInterrupt). A sweep notes them too, between and
+around its cells' loops, and :func:`request_stop` is how it asks a cell in another process to
+stop without sending a signal that could count as that second one.
 """
 
 from __future__ import annotations
@@ -17,12 +19,18 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interrupted(Exception):
-    """The run stopped on a signal after saving ``checkpoint`` at ``step``."""
+    """The run stopped on a signal after saving ``checkpoint`` at ``step``; a sweep's stop has
+    neither (its finished cells are kept and its stopped ones saved their own checkpoints)."""
 
-    def __init__(self, signal_number: int, step: int, checkpoint: str) -> None:
+    def __init__(self, signal_number: int, step: int | None = None, checkpoint: str | None = None) -> None:
         self.signal_number, self.step, self.checkpoint = signal_number, step, checkpoint
         name = signal.Signals(signal_number).name
-        super().__init__(f"{name} at step {step:,}: checkpoint saved in {checkpoint}; continue with --resume")
+        where = (
+            f" at step {step:,}: checkpoint saved in {checkpoint}"
+            if checkpoint is not None
+            else ": the finished cells are kept, the stopped ones saved a checkpoint"
+        )
+        super().__init__(f"{name}{where}; continue with --resume")
 
     @property
     def exit_code(self) -> int:
@@ -30,30 +38,63 @@ class Interrupted(Exception):
         return 128 + self.signal_number
 
 
+_open: list[StopSignals] = []  # the contexts open in this process, innermost last
+_asked: list[int] = []  # a stop asked for while no context was open: the next one to open takes it
+
+
+def request_stop(signal_number: int = signal.SIGTERM) -> None:
+    """Stop as if ``signal_number`` had come, without sending it: the innermost open
+    :class:`StopSignals` (or, when none is open, the next to open) notes it, and a signal that
+    comes after still counts as the first. Safe from any thread: a sweep's cell calls it when
+    the sweep asks its cells to stop, or is gone."""
+    if _open:
+        if _open[-1].received is None:
+            _open[-1].received = signal_number
+    elif not _asked:
+        _asked.append(signal_number)
+
+
 class StopSignals:
     """A context in which SIGINT and SIGTERM set :attr:`received` instead of stopping the process.
 
-    Outside the main thread (where Python cannot install handlers) it does nothing. The
-    previous handlers come back on exit.
+    Outside the main thread (where Python cannot install handlers) it does nothing, and
+    :func:`request_stop` does not reach it. The previous handlers come back on exit. Nested contexts share what they noted: an inner one
+    starts with the outer one's signal (the run stops at its first check), and an inner one's
+    signal is the outer one's once it exits; a second signal interrupts at once in either.
     """
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self._signalled = False  # a signal came (request_stop is not one): the next one interrupts
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for number in SIGNALS:
-                self._previous[number] = signal.signal(number, self._note)
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        if _open:
+            self.received, self._signalled = _open[-1].received, _open[-1]._signalled
+        elif _asked:
+            self.received = _asked.pop()
+        _open.append(self)
+        for number in SIGNALS:
+            self._previous[number] = signal.signal(number, self._note)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous.clear()
+        if self in _open:
+            _open.remove(self)
+            if _open and self.received is not None:
+                outer = _open[-1]
+                outer.received = outer.received if outer.received is not None else self.received
+                outer._signalled = outer._signalled or self._signalled
 
     def _note(self, number: int, frame: FrameType | None) -> None:
-        if self.received is not None:
+        if self._signalled:
             self.__exit__()
             raise KeyboardInterrupt
-        self.received = number
+        self._signalled = True
+        if self.received is None:
+            self.received = number
