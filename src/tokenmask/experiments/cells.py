@@ -10,7 +10,7 @@ SIGINT / SIGTERM stop a sweep the way they stop a run: noted, never dropped. The
 are training stop at their next step with a checkpoint, a cell past its training (scoring,
 writing its marker) finishes, and no cell starts after; then :class:`Interrupted` is raised
 (unless no cell was left: the sweep is complete).
-Cells in processes of their own are asked to stop through an event, not a second signal: a
+Cells in processes of their own are asked to stop through a pipe, not a second signal: a
 scheduler that signals every process of the job already sent them one, and a second signal
 means "stop now, unsaved".
 """
@@ -237,6 +237,7 @@ def _run_in_processes(
         for process, _, _ in running.values():
             process.join()
         stopping.close()
+        stop.close()
 
 
 _POLL_SECONDS = 0.5
