@@ -330,9 +330,8 @@ def signal_when_training(folder: Path, *, cells_too: bool) -> threading.Thread:
     def send() -> None:
         marks = [folder / name / "training" for name in ("a", "b")]
         deadline = time.monotonic() + 120
-        while not all(mark.exists() for mark in marks) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.05)  # the pid is written once the mark's file exists
+        while not all(mark.exists() and mark.read_text() for mark in marks) and time.monotonic() < deadline:
+            time.sleep(0.02)  # until both pids are written
         if cells_too:
             for mark in marks:
                 os.kill(int(mark.read_text()), signal.SIGTERM)
