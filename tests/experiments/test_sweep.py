@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -264,7 +265,7 @@ class SignalledWhileScoring(Squares):
 
 def test_a_signal_between_runs_lets_the_cell_finish_and_starts_no_other(tmp_path):
     experiment = SignalledWhileScoring()
-    with pytest.raises(Interrupted, match="SIGTERM: the finished cells are kept") as stop:
+    with pytest.raises(Interrupted, match=r"SIGTERM: the sweep stopped \(finished cells are kept") as stop:
         run_sweep(experiment, SweepRun(tmp_path))
     assert stop.value.exit_code == 143 and experiment.ran == [1]
     assert (tmp_path / "cells" / "n1" / MARKER).exists() and not (tmp_path / "cells" / "n2").exists()
@@ -347,7 +348,7 @@ def test_a_signal_stops_cells_in_processes_at_their_checkpoints_and_starts_no_ot
     # the sweep asks its cells to stop without a second signal: one would stop them unsaved
     said = Said()
     thread = signal_when_training(tmp_path, cells_too=cells_too)
-    with pytest.raises(Interrupted, match="SIGTERM: the finished cells are kept"):
+    with pytest.raises(Interrupted, match=r"SIGTERM: the sweep stopped \(finished cells are kept"):
         run_sweep(Trains(), SweepRun(tmp_path, jobs=2), said)
     thread.join()
     stops = sorted(line for line in said.lines if "stopped:" in line)
@@ -380,10 +381,56 @@ def test_cells_in_processes_stop_at_their_checkpoints_when_the_sweep_is_killed(t
     finally:
         sweep.kill()
         sweep.wait()
-    deadline = time.monotonic() + 60
-    while not all((tmp_path / name / "checkpoint").exists() for name in ("a", "b")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [(tmp_path / name / "checkpoint").read_text() for name in ("a", "b")] == ["saved", "saved"]
+    try:
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / name / "checkpoint").exists() for name in ("a", "b")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [(tmp_path / name / "checkpoint").read_text() for name in ("a", "b")] == ["saved", "saved"]
+        assert not (tmp_path / "c").exists()
+    finally:  # no orphan outlives a failed test
+        for mark in marks:
+            with contextlib.suppress(ValueError, OSError):
+                os.kill(int(mark.read_text()), signal.SIGKILL)
+
+
+class SignalsItsFirstCell(Said):
+    """SIGTERM to the first cell's process as soon as it starts (still importing), and to the sweep."""
+
+    def message(self, text: str) -> None:
+        super().message(text)
+        if text.startswith("cell 1/3 a: started (process "):
+            os.kill(int(text.split("process ")[1].rstrip(")")), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_signal_to_a_cell_that_is_still_starting_waits_for_its_handlers(tmp_path):
+    # by default SIGTERM would end the starting process at once: no checkpoint, and an error
+    said = SignalsItsFirstCell()
+    with pytest.raises(Interrupted, match=r"SIGTERM: the sweep stopped"):
+        run_sweep(Trains(), SweepRun(tmp_path, jobs=2), said)
+    assert [line for line in said.lines if "stopped:" in line] == [
+        f"cell 1/3 a: stopped: SIGTERM at step 7: checkpoint saved in {tmp_path / 'a' / 'checkpoint'}; continue with --resume"
+    ]
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+@dataclass(frozen=True)
+class EndsAbruptly(Trains):
+    """Cell a's process ends without a word once b trains (as a crash would); b trains until stopped."""
+
+    def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: None, resume: bool, command: str | None) -> dict:
+        if cell.name == "a":
+            deadline = time.monotonic() + 60
+            while not (folder.parent / "b" / "training").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            os._exit(3)
+        return super().run_cell(cell, folder, reporter, loaded=loaded, resume=resume, command=command)
+
+
+def test_a_cell_that_ends_without_a_word_is_an_error_and_the_others_stop_at_a_checkpoint(tmp_path):
+    with pytest.raises(ValueError, match="cell a: its process ended with exit code 3"):
+        run_sweep(EndsAbruptly(), SweepRun(tmp_path, jobs=2))
+    assert (tmp_path / "b" / "checkpoint").read_text() == "saved"  # asked to stop, not killed
     assert not (tmp_path / "c").exists()
 
 
@@ -396,5 +443,5 @@ class StoppedInItsProbe(Squares):
 def test_a_stop_in_the_forecasts_probe_names_no_checkpoint(tmp_path):
     with pytest.raises(Interrupted) as stop:
         run_sweep(StoppedInItsProbe(), SweepRun(tmp_path))
-    assert str(stop.value).startswith("SIGINT: the finished cells are kept") and stop.value.exit_code == 130
+    assert str(stop.value).startswith("SIGINT: the sweep stopped (finished cells are kept") and stop.value.exit_code == 130
     assert "probe-folder" not in str(stop.value)

@@ -165,6 +165,25 @@ def test_a_signal_during_the_final_evaluation_stops_the_run_at_a_checkpoint(tmp_
     assert evaluated == [0, 6]  # the final one logged once, by the run the signal stopped
 
 
+def test_a_signal_in_the_final_evaluation_names_the_last_steps_periodic_checkpoint_without_saving_again(tmp_path):
+    folder = tmp_path / "run" / "checkpoints" / "step-6"
+    inodes = []
+
+    def job(checkpoint):
+        signalling = signalling_at(6, checkpoint)
+
+        def evaluate(model, step, horizon):
+            if step == 6:
+                inodes.append(folder.stat().st_ino)  # saved at step 6 (save_every), before the final evaluation
+            return signalling.evaluate(model, step, horizon)
+
+        return replace(signalling, evaluate=evaluate)
+
+    with pytest.raises(Interrupted, match=r"SIGTERM at step 6: checkpoint saved in .*step-6;"):
+        train(settings(tmp_path, save_every=6), lambda checkpoint, shard: job(checkpoint))
+    assert inodes == [folder.stat().st_ino]  # not written again (a save replaces the folder)
+
+
 def test_a_resumed_run_with_a_higher_step_limit_decays_to_the_new_limit(tmp_path):
     first = settings(tmp_path, max_steps=4, save_every=2, warmup=0.25)
     train(first, lambda checkpoint, shard: nan_job(()))

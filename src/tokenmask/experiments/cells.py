@@ -20,17 +20,19 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest, shared_part
 from tokenmask.files import write_json
-from tokenmask.train.interrupt import Interrupted, StopSignals, request_stop
+from tokenmask.train.interrupt import SIGNALS, Interrupted, StopSignals, request_stop
 from tokenmask.train.job import QuietReporter, Reporter
 
 MARKER = "cell.json"
@@ -181,15 +183,12 @@ def _run_in_processes(
 ) -> None:
     """Up to ``run.jobs`` cells at once, each in a spawned process with its share of the cores;
     the first waiting cell whose ``after`` cells are ``finished`` starts next. A signal here, or
-    a cell stopped by one, stops the sweep: the running cells are asked to stop (the end of a
-    pipe they read closes) and waited for, then :class:`Interrupted` is raised."""
-    from multiprocessing.connection import wait
-
+    a cell stopped by one, stops the sweep: the running cells are asked to stop (:class:`_CellProcess`)
+    and waited for, then :class:`Interrupted` is raised. A second signal here stops them at once."""
     context = multiprocessing.get_context("spawn")  # no forked torch or tokenizer threads
     threads = max(1, (os.cpu_count() or 1) // run.jobs)
-    stop, stopping = context.Pipe(duplex=False)  # the cells read `stop`: closing `stopping` (or this process ending) stops them
     waiting = list(cells)
-    running: dict[int, tuple[Any, Cell, Any]] = {}  # sentinel -> (process, cell, receiving end)
+    running: dict[Any, _CellProcess] = {}  # by the end of the pipe each outcome comes through
     stopped: int | None = None  # the signal a cell stopped on
     halted: list[str] = []  # the cells stopped before they finished
     try:
@@ -200,87 +199,148 @@ def _run_in_processes(
                     if ready is None:  # the rest wait for running cells
                         break
                     waiting.remove(ready)
-                    receiver, sender = context.Pipe(duplex=False)
-                    arguments = (experiment, ready, run, command, threads, sender, stop)
-                    process = context.Process(target=_cell_process, args=arguments, daemon=False)
-                    process.start()
-                    sender.close()
-                    running[process.sentinel] = (process, ready, receiver)
-                    reporter.message(f"{label[ready.name]}: started (process {process.pid})")
-                ended = wait(list(running), timeout=_POLL_SECONDS)
-                if (signals.received is not None or stopped is not None) and not stopping.closed:
-                    stopping.close()  # the cells stop at their next step, a checkpoint saved
-                for sentinel in ended:
-                    process, cell, receiver = running.pop(cast(int, sentinel))
-                    outcome: tuple[str, Any] = (
-                        receiver.recv() if receiver.poll() else ("error", f"its process ended with exit code {process.exitcode}")
-                    )
-                    process.join()
-                    if outcome[0] == "stopped":
-                        number, said = outcome[1]
+                    worker = _CellProcess.start(context, experiment, ready, run, command, threads)
+                    running[worker.outcome] = worker
+                    reporter.message(f"{label[ready.name]}: started (process {worker.process.pid})")
+                ended = multiprocessing.connection.wait(list(running), timeout=_POLL_SECONDS)
+                if signals.received is not None or stopped is not None:
+                    for worker in running.values():
+                        worker.ask_to_stop(signals.received or stopped or signal.SIGTERM)
+                for end in ended:
+                    worker = running.pop(end)
+                    kind, said = worker.result()
+                    if kind == "stopped":  # its loop saved a checkpoint
+                        number, message = said
                         stopped = stopped or number
-                        halted.append(cell.name)
-                        reporter.message(f"{label[cell.name]}: stopped: {said}")
-                        continue
-                    if outcome[0] != "done":
-                        raise ValueError(f"cell {cell.name}: {outcome[1]}")
-                    reporter.message(f"{label[cell.name]}: {experiment.finished_line(outcome[1])}")
-                    finished.add(cell.name)
-                    on_result(outcome[1])
+                        halted.append(worker.cell.name)
+                        reporter.message(f"{label[worker.cell.name]}: stopped: {message}")
+                    elif kind == "done":
+                        reporter.message(f"{label[worker.cell.name]}: {experiment.finished_line(said)}")
+                        finished.add(worker.cell.name)
+                        on_result(said)
+                    else:
+                        raise ValueError(f"cell {worker.cell.name}: {said}")
             number = signals.received or stopped
             if number is not None and (waiting or halted):  # a sweep whose every cell finished is complete
                 raise Interrupted(number)
+    except KeyboardInterrupt:  # a second signal: stop now (a cell that had only been asked still saves)
+        for worker in running.values():
+            if worker.process.is_alive():
+                worker.process.terminate()
+        raise
     finally:
-        for process, _, _ in running.values():
-            if process.is_alive():
-                process.terminate()  # SIGTERM: the cell's loop saves a checkpoint and stops
-        for process, _, _ in running.values():
-            process.join()
-        stopping.close()
-        stop.close()
+        for worker in running.values():  # after a cell's error: the others stop at a checkpoint
+            worker.ask_to_stop(signal.SIGTERM)
+        for worker in running.values():
+            worker.process.join()
 
 
 _POLL_SECONDS = 0.5
 """How often the sweep looks for a signal while its cells run."""
 
 
+@dataclass
+class _CellProcess:
+    """A cell running in a process of its own, with two pipes: ``outcome`` (the cell's end
+    closed here, so it ends when the process does) and the sweep's end of ``stop``, which only
+    this process holds. Sending a signal's number through ``stop``, or closing it (this process
+    ending closes it too, even killed by SIGKILL), asks the cell to stop: a request, not a
+    signal, since the cell's loop takes a second signal as "stop now, unsaved" and a scheduler
+    that signals every process of the job has sent it the first. (Not a multiprocessing Event:
+    setting one waits for every waiter to wake, and a cell that ended while waiting never does.)"""
+
+    cell: Cell
+    process: Any
+    outcome: Any  # the receiving end
+    stop: Any  # the sending end
+
+    @classmethod
+    def start(
+        cls, context: Any, experiment: Experiment, cell: Cell, run: SweepRun, command: str | None, threads: int
+    ) -> _CellProcess:
+        """Start ``cell``'s process with SIGINT and SIGTERM blocked: one that comes while it
+        starts (imports, unpickles) waits, and reaches its handlers once it has them."""
+        outcome, sending = context.Pipe(duplex=False)
+        listening, stop = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_cell_process, args=(experiment, cell, run, command, threads, sending, listening), daemon=False
+        )
+        with _signals_blocked():  # inherited by the new process; pending here until the end of the block
+            process.start()
+        sending.close()
+        listening.close()
+        return cls(cell, process, outcome, stop)
+
+    def ask_to_stop(self, number: int) -> None:
+        if not self.stop.closed:
+            with contextlib.suppress(OSError):  # the cell may be gone
+                self.stop.send(number)
+            self.stop.close()
+
+    def result(self) -> tuple[str, Any]:
+        """``("done", result)``, ``("stopped", (signal, message))`` or ``("error", message)``;
+        waits for the process to end."""
+        try:
+            said: tuple[str, Any] = self.outcome.recv()
+        except EOFError:  # it ended without a word
+            self.process.join()
+            said = ("error", f"its process ended with exit code {self.process.exitcode}")
+        self.process.join()
+        self.outcome.close()
+        self.stop.close()
+        return said
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM held back in this thread (and in processes started meanwhile) until the end."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _cell_process(
     experiment: Experiment, cell: Cell, run: SweepRun, command: str | None, threads: int, sender: Any, stop: Any
 ) -> None:
-    """A cell's process: stops with the sweep (``stop`` ends), works on ``threads`` threads,
-    sends its outcome: ``("done", result)``, ``("stopped", (signal, message))`` or ``("error", message)``."""
-    _stop_with_sweep(stop)
-    import torch
-
-    torch.set_num_threads(threads)
+    """A cell's process: stops with the sweep (:class:`_CellProcess`), works on ``threads`` threads,
+    sends its outcome. SIGINT and SIGTERM come blocked (:meth:`_CellProcess.start`): they are let
+    through once this process notes them."""
     outcome: tuple[str, Any]
-    try:
-        with StopSignals():  # a signal outside the cell's loop: the cell finishes (its loop takes one in it)
+    with StopSignals():  # a signal outside the cell's loop: the cell finishes (its loop takes one in it)
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        _stop_with_sweep(stop)
+        import torch
+
+        torch.set_num_threads(threads)
+        try:
             result = run_cell(experiment, cell, run.output, loaded=experiment.load(), resume=run.continues, command=command)
-        outcome = ("done", result)
-    except Interrupted as stopped:
-        outcome = ("stopped", (stopped.signal_number, str(stopped)))
-    except (ValueError, OSError) as error:
-        outcome = ("error", str(error))
+            outcome = ("done", result)
+        except Interrupted as stopped:
+            outcome = ("stopped", (stopped.signal_number, str(stopped)))
+        except (ValueError, OSError) as error:
+            outcome = ("error", str(error))
     with contextlib.suppress(OSError):  # the sweep may be gone
         sender.send(outcome)
 
 
 def _stop_with_sweep(stop: Any) -> None:
-    """Stop this cell (:func:`~tokenmask.train.interrupt.request_stop`) once ``stop``, the
-    reading end of a pipe whose other end only the sweep holds, ends: the sweep closed it, or
-    its process is gone (even killed by SIGKILL), so that no orphan runs on. The cell's loop
-    saves a checkpoint and stops (``--resume`` continues it); a cell past its loop finishes.
-    A request, not a signal: the loop takes a second signal as "stop now, unsaved", and a
-    scheduler that signals every process of the job has sent this one its first. (Not a
-    multiprocessing Event: setting one waits for every waiter to wake, and a cell that ended
-    while waiting never does. Not Linux's PR_SET_PDEATHSIG: it fires once per thread of a
-    multi-threaded parent.)"""
+    """Stop this cell (:func:`~tokenmask.train.interrupt.request_stop`) once the sweep sends a
+    signal's number through ``stop`` or its end closes (:class:`_CellProcess`), so that no orphan runs
+    on: the cell's loop saves a checkpoint and stops (``--resume`` continues it); a cell past
+    its loop finishes. A watching thread, not Linux's PR_SET_PDEATHSIG, which fires once per
+    thread of a multi-threaded parent."""
 
     def watch() -> None:
-        with contextlib.suppress(OSError, EOFError):
-            while True:
-                stop.recv()  # nothing is ever sent: EOFError once the sweep's end closes
-        request_stop(signal.SIGTERM)
+        try:
+            number = int(stop.recv())
+        except (OSError, EOFError):  # the sweep is gone
+            number = signal.SIGTERM
+        request_stop(number)
 
     threading.Thread(target=watch, name="stop-with-sweep", daemon=True).start()

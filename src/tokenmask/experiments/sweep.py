@@ -33,7 +33,7 @@ from typing import Any
 from tokenmask.experiments.cells import MARKER, read_marker, run_cells
 from tokenmask.experiments.plan import Cell, Experiment, SweepRun, cell_digest, plan_digest, shared_part, shared_plan
 from tokenmask.files import write_json
-from tokenmask.train.interrupt import Interrupted
+from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.job import QuietReporter, Reporter
 
 SETTINGS_FILE = "config.yaml"
@@ -79,13 +79,16 @@ def run_sweep(
     write_settings(output / SETTINGS_FILE, experiment.settings())
     pending = [cell for cell in cells if cell.name not in results]
     try:
-        try:
-            forecast = experiment.forecast(loaded, pending, output) if pending else ""
-        except Interrupted as stop:  # in a probe run: its checkpoint went with its temporary folder
-            raise Interrupted(stop.signal_number) from None
-        if forecast:
-            reporter.message(forecast)
-        run_cells(experiment, run, pending, cells, reporter, loaded=loaded, command=command, on_result=record.add)
+        with StopSignals() as signals:  # from the forecast's probes on: a signal stops the sweep, never the process
+            try:
+                forecast = experiment.forecast(loaded, pending, output) if pending else ""
+            except Interrupted as stop:  # in a probe run: its checkpoint went with its temporary folder
+                raise Interrupted(stop.signal_number) from None
+            if forecast:
+                reporter.message(forecast)
+            if signals.received is not None:
+                raise Interrupted(signals.received)
+            run_cells(experiment, run, pending, cells, reporter, loaded=loaded, command=command, on_result=record.add)
     except (ValueError, OSError):
         if fresh and not results:  # bad input (a corpus path, a tokenizer): the corrected command needs no --resume
             for name in (experiment.record_file, SETTINGS_FILE):

@@ -20,7 +20,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 class Interrupted(Exception):
     """The run stopped on a signal after saving ``checkpoint`` at ``step``; a sweep's stop has
-    neither (its finished cells are kept and its stopped ones saved their own checkpoints)."""
+    neither (its finished cells are kept; a cell stopped while training saved its own)."""
 
     def __init__(self, signal_number: int, step: int | None = None, checkpoint: str | None = None) -> None:
         self.signal_number, self.step, self.checkpoint = signal_number, step, checkpoint
@@ -28,7 +28,7 @@ class Interrupted(Exception):
         where = (
             f" at step {step:,}: checkpoint saved in {checkpoint}"
             if checkpoint is not None
-            else ": the finished cells are kept, the stopped ones saved a checkpoint"
+            else ": the sweep stopped (finished cells are kept, a cell stopped while training saved a checkpoint)"
         )
         super().__init__(f"{name}{where}; continue with --resume")
 
@@ -38,29 +38,28 @@ class Interrupted(Exception):
         return 128 + self.signal_number
 
 
-_open: list[StopSignals] = []  # the contexts open in this process, innermost last
-_asked: list[int] = []  # a stop asked for while no context was open: the next one to open takes it
+_lock = threading.RLock()  # guards _open: the main thread opens and closes, request_stop comes from others
+_open: list[StopSignals] = []  # the contexts open in the main thread, innermost last
 
 
 def request_stop(signal_number: int = signal.SIGTERM) -> None:
     """Stop as if ``signal_number`` had come, without sending it: the innermost open
-    :class:`StopSignals` (or, when none is open, the next to open) notes it, and a signal that
-    comes after still counts as the first. Safe from any thread: a sweep's cell calls it when
-    the sweep asks its cells to stop, or is gone."""
-    if _open:
-        if _open[-1].received is None:
+    :class:`StopSignals` notes it (nothing happens when none is open), and a signal that comes
+    after still counts as the first. Safe from any thread: a sweep's cell calls it from the
+    thread that waits for the sweep to ask its cells to stop."""
+    with _lock:
+        if _open and _open[-1].received is None:
             _open[-1].received = signal_number
-    elif not _asked:
-        _asked.append(signal_number)
 
 
 class StopSignals:
     """A context in which SIGINT and SIGTERM set :attr:`received` instead of stopping the process.
 
     Outside the main thread (where Python cannot install handlers) it does nothing, and
-    :func:`request_stop` does not reach it. The previous handlers come back on exit. Nested contexts share what they noted: an inner one
-    starts with the outer one's signal (the run stops at its first check), and an inner one's
-    signal is the outer one's once it exits; a second signal interrupts at once in either.
+    :func:`request_stop` does not reach it. The previous handlers come back on exit. Nested
+    contexts share what they noted: an inner one starts with the outer one's signal (the run
+    stops at its first check), and an inner one's signal is the outer one's once it exits; a
+    second signal interrupts at once in either.
     """
 
     def __init__(self) -> None:
@@ -71,25 +70,27 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is not threading.main_thread():
             return self
-        if _open:
-            self.received, self._signalled = _open[-1].received, _open[-1]._signalled
-        elif _asked:
-            self.received = _asked.pop()
-        _open.append(self)
         for number in SIGNALS:
             self._previous[number] = signal.signal(number, self._note)
+        with _lock:  # after the handlers: what the outer context noted until now is taken too
+            if _open:
+                outer = _open[-1]
+                self.received = self.received if self.received is not None else outer.received
+                self._signalled = self._signalled or outer._signalled
+            _open.append(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous.clear()
-        if self in _open:
-            _open.remove(self)
-            if _open and self.received is not None:
-                outer = _open[-1]
-                outer.received = outer.received if outer.received is not None else self.received
-                outer._signalled = outer._signalled or self._signalled
+        with _lock:
+            if self in _open:
+                _open.remove(self)
+                if _open and self.received is not None:
+                    outer = _open[-1]
+                    outer.received = outer.received if outer.received is not None else self.received
+                    outer._signalled = outer._signalled or self._signalled
 
     def _note(self, number: int, frame: FrameType | None) -> None:
         if self._signalled:

@@ -129,7 +129,11 @@ def train(
         shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items() if isinstance(v, float))
         reporter.message(f"step {result.steps}: eval {shown}")
 
+    saved_at = -1  # the step of the last checkpoint saved
+
     def save() -> Path:
+        nonlocal saved_at
+        saved_at = result.steps
         rng = gathered_rng_states(accelerator)  # collectives: every process takes part
         data = gathered(accelerator, job.position.state()) if job.position is not None else None
         if shard.is_main:
@@ -201,8 +205,10 @@ def train(
             elif not result.evaluations or result.evaluations[-1]["step"] != result.steps:
                 evaluate()
             if summed(accelerator, [float(signals.received is not None)])[0]:  # came after the last step's check
-                resumed_here = checkpoint is not None and result.steps == first_step  # its checkpoint is this step's
-                saved = checkpoint if resumed_here else save()
+                if checkpoint is not None and result.steps == first_step:  # resumed at the limit: its checkpoint is this step's
+                    saved = checkpoint
+                else:  # a periodic save at the last step may have written it already
+                    saved = output / CHECKPOINTS / f"step-{result.steps}" if saved_at == result.steps else save()
                 raise Interrupted(signals.received or signal.SIGTERM, result.steps, str(saved))
     finally:
         log.close()
