@@ -325,15 +325,15 @@ def _cell_process(
             outcome = ("stopped", (stopped.signal_number, str(stopped)))
         except (ValueError, OSError) as error:
             outcome = ("error", str(error))
-    with contextlib.suppress(OSError):  # the sweep may be gone
-        sender.send(outcome)
+        with contextlib.suppress(OSError):  # the sweep may be gone; a signal now must not end the process unheard
+            sender.send(outcome)
 
 
 def _stop_with_sweep(stop: Any) -> None:
     """Stop this cell (:func:`~tokenmask.train.interrupt.request_stop`) once the sweep sends a
-    signal's number through ``stop`` or its end closes (:class:`_CellProcess`), so that no orphan runs
-    on: the cell's loop saves a checkpoint and stops (``--resume`` continues it); a cell past
-    its loop finishes. A watching thread, not Linux's PR_SET_PDEATHSIG, which fires once per
+    signal's number through ``stop`` or its end closes (:class:`_CellProcess`), so that no
+    orphan runs on: the cell's loop saves a checkpoint and stops (``--resume`` continues it); a
+    cell past its loop finishes. A watching thread, not Linux's PR_SET_PDEATHSIG, which fires once per
     thread of a multi-threaded parent."""
 
     def watch() -> None:
