@@ -264,12 +264,12 @@ class SignalledWhileScoring(Squares):
 
 
 def test_a_signal_between_runs_lets_the_cell_finish_and_starts_no_other(tmp_path):
-    experiment = SignalledWhileScoring()
+    experiment, before = SignalledWhileScoring(), signal.getsignal(signal.SIGTERM)
     with pytest.raises(Interrupted, match=r"SIGTERM: the sweep stopped \(finished cells are kept") as stop:
         run_sweep(experiment, SweepRun(tmp_path))
     assert stop.value.exit_code == 143 and experiment.ran == [1]
     assert (tmp_path / "cells" / "n1" / MARKER).exists() and not (tmp_path / "cells" / "n2").exists()
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) == before
     again = Squares()
     assert run_sweep(again, SweepRun(tmp_path, resume=True))["complete"] and again.ran == [2, 3]
 
@@ -346,7 +346,7 @@ def signal_when_training(folder: Path, *, cells_too: bool) -> threading.Thread:
 @pytest.mark.parametrize("cells_too", [False, True], ids=["the-sweep-only", "every-process"])
 def test_a_signal_stops_cells_in_processes_at_their_checkpoints_and_starts_no_other(tmp_path, cells_too):
     # the sweep asks its cells to stop without a second signal: one would stop them unsaved
-    said = Said()
+    said, before = Said(), signal.getsignal(signal.SIGTERM)
     thread = signal_when_training(tmp_path, cells_too=cells_too)
     with pytest.raises(Interrupted, match=r"SIGTERM: the sweep stopped \(finished cells are kept"):
         run_sweep(Trains(), SweepRun(tmp_path, jobs=2), said)
@@ -357,7 +357,7 @@ def test_a_signal_stops_cells_in_processes_at_their_checkpoints_and_starts_no_ot
         for n, name in ((1, "a"), (2, "b"))
     ]
     assert not (tmp_path / "c").exists()  # no cell started after the signal
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) == before
     record = run_sweep(Trains(stops=False), SweepRun(tmp_path, jobs=2, resume=True))
     assert record["complete"] and [c["resumed"] for c in record["cells"]] == [True, True, False]
 
