@@ -275,7 +275,7 @@ def test_a_signal_between_runs_lets_the_cell_finish_and_starts_no_other(tmp_path
 
 
 @dataclass(frozen=True)
-class Trains:
+class Trains(Chain):
     """Cells that "train" (a loop under StopSignals, as a run's) until a stop, then save a
     "checkpoint" and raise Interrupted as a run does; resumed, they finish at once, and with
     ``stops=False`` a cell without a checkpoint finishes at once too."""
@@ -283,25 +283,9 @@ class Trains:
     stops: bool = True
     kind: str = "trains"
     record_file: str = "trains.json"
-    growing: tuple[tuple[str, ...], ...] = ()
-
-    def plan(self) -> dict[str, Any]:
-        return {}
-
-    def settings(self) -> dict[str, Any]:
-        return {}
 
     def cells(self) -> list[Cell]:
         return [Cell(name, name, {"n": n}) for n, name in enumerate(("a", "b", "c"))]
-
-    def load(self) -> None:
-        return None
-
-    def introduce(self, loaded: None, finished: int) -> str:
-        return "trains"
-
-    def forecast(self, loaded: None, pending: Any, output: Path) -> str:
-        return ""
 
     def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: None, resume: bool, command: str | None) -> dict:
         checkpoint = folder / "checkpoint"
@@ -316,12 +300,6 @@ class Trains:
                 raise ValueError("never stopped")
             checkpoint.write_text("saved")
             raise Interrupted(signals.received, 7, str(checkpoint))
-
-    def finished_line(self, result: Any) -> str:
-        return "done"
-
-    def summary(self, finished: Any) -> dict[str, Any]:
-        return {}
 
 
 def signal_when_training(folder: Path, *, cells_too: bool) -> threading.Thread:
