@@ -20,7 +20,7 @@ demo: setup
 	$(BIN)/tokenmask pretrain --output runs/demo --overwrite
 
 test: setup browser
-	TOKENMASK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q
+	TOKENMASK_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # A real headless browser for the report.html test: Debian's chromium and its driver, used
 # through Selenium (no browser download). Installed with apt-get when missing (needs root).

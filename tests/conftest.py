@@ -17,6 +17,10 @@ os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="tokenmask-tests-hf-home-")
 atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Under pytest-xdist (`make test` runs `-n auto`, a worker per core), each worker and the runs it starts
+# get their share of the cores' threads: torch threads beyond the cores wait on each other.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 import csv
 import json

@@ -38,11 +38,12 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
     assert f"{case['model']} x {case['length']}" in finished.stdout
 
 
-def test_the_cache_benchmark_runs_tiny(tmp_path):
+def test_the_cache_benchmark_runs_tiny(tmp_path, tmp_path_factory):
     out = tmp_path / "corpus.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "corpus.py"), "--tiny", "--json", str(out)]
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
+    # a short folder: multiprocessing's forkserver puts a socket under TMPDIR, and a Unix socket's
+    # path is limited to 107 bytes (a test's own tmp_path, under xdist's worker folder, is too long)
+    scratch = tmp_path_factory.mktemp("tmp")
     env = {**os.environ, "TMPDIR": str(scratch)}  # where the corpus is written, then deleted
     finished = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert finished.returncode == 0, finished.stderr[-3000:]
