@@ -372,8 +372,7 @@ def test_init_folder_brings_its_own_tokenizer(tmp_path, capsys, lines):
     assert AutoTokenizer.from_pretrained(tmp_path / "out" / "model").get_vocab() == own.get_vocab()
 
 
-def test_finetuning_data_with_bytes_that_are_not_utf8_is_repaired_and_counted(tmp_path, capsys, tiny_bert, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "400")  # the message names a long path: rich would break it where it wraps
+def test_finetuning_data_with_bytes_that_are_not_utf8_is_repaired_and_counted(tmp_path, capsys, tiny_bert):
     data = write_reviews(tmp_path / "reviews.csv")
     with data.open("ab") as handle:
         handle.write(b"caf\xe9 was fine,pos,movie 1\n")

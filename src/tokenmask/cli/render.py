@@ -176,7 +176,8 @@ class ProgressReporter:
             self.progress.stop()
 
     def message(self, text: str) -> None:
-        self.progress.console.print(text)
+        # as written: the terminal wraps it, rich neither breaks nor crops a path, nor reads [..] as markup
+        self.progress.console.print(text, soft_wrap=True, markup=False)
 
     def step(self, step: int, total: int | None, loss: float, tokens_per_s: float) -> None:
         self.progress.update(self.task, completed=step, total=total, loss=loss, speed=tokens_per_s)
