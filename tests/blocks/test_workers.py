@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -66,6 +67,39 @@ def test_default_and_bad_numbers_of_processes(bert_tokenizer, lines):
     assert default_num_proc() >= 1
     with pytest.raises(ValueError, match="num_proc must be at least 1; got 0"):
         build_blocks(lines[:5], bert_tokenizer, block_length=32, validation_share=0.1, num_proc=0)
+
+
+DEEP_TMPDIR = """
+import json, sys
+from tokenmask.blocks import shard, workers
+from tokenmask.blocks.build import build_blocks
+from tokenmask.text.tokenizer import load_tokenizer
+
+if __name__ == "__main__":
+    shard.CHUNK_CHARACTERS = 4000
+    texts = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    blocks = build_blocks(texts, load_tokenizer("bert-base-uncased"), block_length=32, validation_share=0.1,
+                          use_cache=False, num_proc=2)
+    print(json.dumps({"fits": workers._socket_fits(), "ids": [b["input_ids"] for b in blocks.train]}))
+"""
+
+
+def test_a_temp_folder_too_deep_for_the_fork_servers_socket_still_gets_a_pool(bert_tokenizer, lines, tmp_path, small_chunks):
+    # The fork server listens on TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX: past 107 bytes, a Unix
+    # socket's limit, the pool failed to start ("AF_UNIX path too long"); now it is spawned.
+    deep = tmp_path / ("d" * 50) / ("e" * 50)
+    deep.mkdir(parents=True)
+    (tmp_path / "texts.json").write_text(json.dumps(lines[:1000]), encoding="utf-8")
+    (tmp_path / "build.py").write_text(DEEP_TMPDIR, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "build.py"), str(tmp_path / "texts.json")],
+        capture_output=True, text=True, env={**os.environ, "TMPDIR": str(deep)}, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    pooled = json.loads(done.stdout.splitlines()[-1])
+    assert pooled["fits"] is False
+    alone = build_blocks(lines[:1000], bert_tokenizer, block_length=32, validation_share=0.1, use_cache=False, num_proc=1)
+    assert pooled["ids"] == [b["input_ids"] for b in alone.train]
 
 
 BUILD = """

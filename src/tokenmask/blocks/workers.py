@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -21,6 +23,12 @@ from tokenmask.blocks.shard import ChunkCounts, ChunkJob, pack_chunk
 
 IN_FLIGHT_PER_PROCESS = 2
 """Chunks handed out per worker before the main process waits for the oldest: one being packed, one ready."""
+
+_SOCKET_PATH_LIMIT = 103 if sys.platform == "darwin" else 107
+"""Bytes of a Unix socket's path, its closing NUL left out (``sun_path`` is 104 bytes on macOS, 108 on Linux)."""
+
+_SERVER_SOCKET_SUFFIX = len("/pymp-12345678/listener-12345678")
+"""What multiprocessing adds to the temp folder for the fork server's socket."""
 
 
 def default_num_proc() -> int:
@@ -86,9 +94,10 @@ def _context(job: ChunkJob) -> multiprocessing.context.BaseContext:
     starts, and forks each worker from there: a pool starts in a fraction of a second
     instead of a few (each spawned worker importing transformers anew). It lives as long as
     this process and serves later pools too; the modules are named before it starts (later
-    pools import what it lacks themselves).
+    pools import what it lacks themselves). Under a temp folder too long for the server's
+    Unix socket (a deep ``TMPDIR``), the pool would fail to start: spawn then, slower but sure.
     """
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    if "forkserver" not in multiprocessing.get_all_start_methods() or not _socket_fits():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     modules = ["__main__", "tokenmask.blocks.shard", "tokenmask.blocks.store", type(job.tokenizer).__module__]
@@ -111,3 +120,8 @@ def _start_worker(job: ChunkJob) -> None:
 def _pack_in_worker(index: int, texts: list[str]) -> ChunkCounts:
     assert _JOB is not None, "a worker runs _start_worker first"
     return pack_chunk(_JOB, index, texts)
+
+
+def _socket_fits() -> bool:
+    """Whether the fork server's socket path, under this process's temp folder, fits a Unix socket."""
+    return len(os.fsencode(tempfile.gettempdir())) + _SERVER_SOCKET_SUFFIX <= _SOCKET_PATH_LIMIT
