@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tokenmask.experiments.downstream import DownstreamPlan
-from tokenmask.experiments.pace import Pace, RunPace, cell_seconds, forecast_line
+from tokenmask.experiments.pace import Pace, RunPace, cell_seconds, forecast_line, kept_pace, this_machine
 from tokenmask.experiments.study import StudyConfig
 from tokenmask.experiments.study_grid import StudyGrid
 from tokenmask.recipes.config import PretrainConfig
@@ -106,3 +106,21 @@ def test_a_kept_pace_serves_a_resume_only_if_it_times_every_kind_of_run_left():
     higher = StudyConfig(base=study.base, grid=StudyGrid(("token",), (0.15, 0.3)), downstream=study.downstream).cells()
     assert not measured.covers(higher) and Pace(PACE.pretrain, PACE.finetune, rate=0.3).covers(higher)
     assert Pace.from_dict(measured.to_dict()) == measured
+
+
+def test_a_resume_forecasts_with_the_kept_pace_only_on_the_machine_that_measured_it():
+    study = config()
+    cells = study.cells()
+    here, measured = this_machine(), Pace(PACE.pretrain, PACE.finetune, rate=0.15)
+    saved = {"plan": "p1", "machine": here, "measured": "2026-12-04 09:17", **measured.to_dict()}
+    pace, when = kept_pace(saved, plan="p1", machine=here, pending=cells) or (None, None)
+    assert (pace, when) == (measured, "2026-12-04 09:17")
+    assert kept_pace(saved, plan="p2", machine=here, pending=cells) is None  # another plan
+    assert kept_pace(saved, plan="p1", machine="Intel Xeon, 16 cores + NVIDIA H200", pending=cells) is None  # moved
+    assert kept_pace({k: v for k, v in saved.items() if k != "machine"}, plan="p1", machine=here, pending=cells) is None
+    only_tuning = {**saved, "pretrain": None}  # measured when only fine-tunings were left
+    assert kept_pace(only_tuning, plan="p1", machine=here, pending=cells) is None
+    assert here.endswith(" cores") or " cores + " in here
+
+    line = forecast_line(cells, study, PACE, cores=2, measured=when)
+    assert line.startswith("about 8 min for 6 cells (measured here on 2026-12-04 09:17: pre-training 2,000 tokens/s")

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from tokenmask.train.config import LoopConfig
 
 PACE_FILE = "pace.json"
-"""OUTPUT/pace.json: the pace measured when the study first started (a resumed study reuses it)."""
+"""OUTPUT/pace.json: the pace measured when the study first started, with the machine and the
+time (a resumed study on the same machine reuses it)."""
 
 PROBE_STEPS = 24
 """Steps of each probe run: the first :data:`PROBE_SETTLE` are set apart, the others give the pace."""
@@ -159,22 +160,53 @@ def forecast(config: PlannedStudy, data: CompareData | None, pending: Sequence[C
 
     path = output / PACE_FILE
     saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    pace = Pace.from_dict(saved) if saved.get("plan") == plan else None
-    if pace is None or not pace.covers(pending):
+    machine = this_machine()
+    kept = kept_pace(saved, plan=plan, machine=machine, pending=pending)
+    if kept is None:
         pace = measure_pace(config, data, pending)
         output.mkdir(parents=True, exist_ok=True)
-        write_json(path, {"plan": plan, **pace.to_dict()})
-    return forecast_line(pending, config, pace, cores=os.cpu_count() or 1)
+        write_json(path, {"plan": plan, "machine": machine, "measured": time.strftime("%Y-%m-%d %H:%M"), **pace.to_dict()})
+        return forecast_line(pending, config, pace, cores=os.cpu_count() or 1)
+    pace, measured = kept
+    return forecast_line(pending, config, pace, cores=os.cpu_count() or 1, measured=measured)
 
 
-def forecast_line(cells: Sequence[Cell], config: PlannedStudy, pace: Pace, *, cores: int) -> str:
-    """``"about 87 min for 39 cells (measured here: pre-training 3,100 tokens/s, fine-tuning 0.52 s a step, …)"``."""
+def kept_pace(saved: Mapping[str, Any], *, plan: str, machine: str, pending: Sequence[Cell]) -> tuple[Pace, str] | None:
+    """The pace in a study's ``pace.json`` (``saved``) and when it was measured, if a resume may
+    forecast with it: measured for the same ``plan``, on the same ``machine`` (a study moved to
+    another machine, or a file from before the machine was kept, is timed again) and timing
+    every kind of run ``pending`` (:meth:`Pace.covers`); else None."""
+    if saved.get("plan") != plan or saved.get("machine") != machine:
+        return None
+    pace = Pace.from_dict(saved)
+    return (pace, str(saved.get("measured", "?"))) if pace.covers(pending) else None
+
+
+def this_machine() -> str:
+    """What sets the pace here, in words: ``"AMD EPYC 9R14, 2 cores"`` (`` + NVIDIA H200`` with a
+    GPU). The processor's model comes from ``/proc/cpuinfo`` where there is one."""
+    import platform
+
+    import torch
+
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        model = names[0] if names else model
+    gpu = f" + {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+    return f"{model}, {os.cpu_count() or 1} cores{gpu}"
+
+
+def forecast_line(cells: Sequence[Cell], config: PlannedStudy, pace: Pace, *, cores: int, measured: str | None = None) -> str:
+    """``"about 87 min for 39 cells (measured here: pre-training 3,100 tokens/s, fine-tuning 0.52 s a step, …)"``;
+    ``measured here on 2026-12-04 09:17`` for a pace kept from that time (``measured``)."""
     seconds = sum(cell_seconds(cell, config, pace) for cell in cells)
-    measured = []
+    pace_words = []
     if pace.pretrain is not None:
-        measured.append(f"pre-training {pace.pretrain.tokens / max(pace.pretrain.step, 1e-9):,.0f} tokens/s")
+        pace_words.append(f"pre-training {pace.pretrain.tokens / max(pace.pretrain.step, 1e-9):,.0f} tokens/s")
     if pace.finetune is not None:
-        measured.append(
+        pace_words.append(
             f"fine-tuning {pace.finetune.step:.2f} s a step and {pace.finetune.evaluation:.0f} s an evaluation of the held-out set"
         )
     jobs = (
@@ -183,7 +215,8 @@ def forecast_line(cells: Sequence[Cell], config: PlannedStudy, pace: Pace, *, co
         else ""
     )
     took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-    return f"about {took} for {len(cells)} cells (measured here: {', '.join(measured)}){jobs}"
+    when = f" on {measured}" if measured else ""
+    return f"about {took} for {len(cells)} cells (measured here{when}: {', '.join(pace_words)}){jobs}"
 
 
 def measure_pace(config: PlannedStudy, data: CompareData | None, cells: Sequence[Cell]) -> Pace:
