@@ -162,12 +162,12 @@ def forecast(config: PlannedStudy, data: CompareData | None, pending: Sequence[C
     saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     machine = this_machine()
     kept = kept_pace(saved, plan=plan, machine=machine, pending=pending)
-    if kept is None:
-        pace = measure_pace(config, data, pending)
+    if kept is not None:
+        pace, measured = kept
+    else:
+        pace, measured = measure_pace(config, data, pending), None
         output.mkdir(parents=True, exist_ok=True)
         write_json(path, {"plan": plan, "machine": machine, "measured": time.strftime("%Y-%m-%d %H:%M"), **pace.to_dict()})
-        return forecast_line(pending, config, pace, cores=os.cpu_count() or 1)
-    pace, measured = kept
     return forecast_line(pending, config, pace, cores=os.cpu_count() or 1, measured=measured)
 
 
