@@ -122,6 +122,31 @@ def test_a_study_killed_mid_fine_tuning_resumes_it_from_its_checkpoint(
     assert f"By `tokenmask study`: {kept['how']}." in (output / "best-model" / "README.md").read_text()
 
 
+def test_a_resume_forecasts_with_the_pace_its_machine_measured_and_times_it_again_elsewhere(
+    corpus_and_tokenizer, labelled, tmp_path, capsys, one_thread, monkeypatch
+):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    argv = downstream_argv(corpus, tokenizer, labelled, output, "--label-budgets", "20", "--finetune-seeds", "1",
+                           "--augment-rates", "0", "--pretrain-fractions", "1")  # fmt: skip
+    assert main(argv) == 0
+    assert " for 4 cells (measured here: pre-training " in " ".join(capsys.readouterr().out.split())  # timed: a new study
+    saved = json.loads((output / "pace.json").read_text())
+    from tokenmask.experiments.pace import this_machine
+
+    assert saved["machine"] == this_machine() and saved["finetune"]["step"] > 0
+    assert main([*argv, "--resume", "--finetune-seeds", "2"]) == 0  # two more fine-tunings, on the machine that timed it
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f" for 2 cells (measured here on {saved['measured']}: " in printed
+    assert json.loads((output / "pace.json").read_text()) == saved  # kept, not timed again
+
+    monkeypatch.setattr("tokenmask.experiments.pace.this_machine", lambda: "another processor, 16 cores + NVIDIA H200")
+    assert main([*argv, "--resume", "--finetune-seeds", "3"]) == 0  # the study moved: its pace is measured again
+    printed = " ".join(capsys.readouterr().out.split())
+    assert " for 2 cells (measured here: fine-tuning " in printed and "measured here on" not in printed
+    assert json.loads((output / "pace.json").read_text())["machine"] == "another processor, 16 cores + NVIDIA H200"
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
