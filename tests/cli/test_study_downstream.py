@@ -1,5 +1,6 @@
 """``tokenmask study --finetune DATA`` end to end on a tiny model: every model fine-tuned on a user's CSV at label
-budgets, seeds, augmentation rates and pre-training shares; the best model kept; killed mid-fine-tuning and resumed."""
+budgets, seeds, augmentation rates and pre-training shares; the best model kept; killed mid-fine-tuning and resumed;
+token labelling on JSON lines; a resume's forecast from the pace its machine measured."""
 
 from __future__ import annotations
 
@@ -120,6 +121,33 @@ def test_a_study_killed_mid_fine_tuning_resumes_it_from_its_checkpoint(
     kept = json.loads((output / "best-model" / "tokenmask.json").read_text())
     assert kept == study["best_model"] and (output / "best-model" / "model.safetensors").exists()
     assert f"By `tokenmask study`: {kept['how']}." in (output / "best-model" / "README.md").read_text()
+
+
+def test_a_token_labelling_study_on_json_lines_goes_by_span_f1(corpus_and_tokenizer, tagged_jsonl, tmp_path, capsys, one_thread):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    argv = [
+        "study", str(corpus), "--output", str(output), "--tokenizer", str(tokenizer), "--preset", "bert-tiny",
+        "--strategies", "token", "--rates", "0.15", "--max-steps", "4", "--batch-size", "4", "--max-length", "32", "--cpu",
+        "--no-estimate", "--finetune", str(tagged_jsonl), "--task", "tokens", "--label-budgets", "50",
+        "--finetune-seeds", "2", "--finetune-max-steps", "3", "--finetune-batch-size", "8",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "task tokens" in printed and "held-out span_f1 " in printed
+    study = json.loads((output / "study.json").read_text())
+    tuned = [cell for cell in study["cells"] if cell.get("role") == "finetune"]
+    assert study["complete"] and len(tuned) == 4 and {c["examples"] for c in tuned} == {50}
+    for cell in tuned:  # no corrupted copies: a deleted word would leave its tag without a word
+        assert list(cell["scores"]) == ["clean"] and set(cell["scores"]["clean"]) >= {"accuracy", "span_f1"}
+    downstream = study["downstream"]
+    assert downstream["primary"] == "span_f1" and downstream["sets"] == ["clean"]
+    compared = [row for row in downstream["against_baseline"] if row["paired"] and row["metric"] == "span_f1"]
+    assert len(compared) == 1 and compared[0]["paired"]["n"] == 2
+    assert study["best_model"]["metric"] == "span_f1"
+    assert study["best_model"]["value"] == max(c["scores"]["clean"]["span_f1"] for c in tuned)
+    verdict = (output / "report.html").read_text().split("<p>", 1)[1].split("</p>", 1)[0]
+    assert verdict.startswith("At 50 labels, ") and " span-F1 " in verdict and "macro-F1" not in verdict
 
 
 def test_a_resume_forecasts_with_the_pace_its_machine_measured_and_times_it_again_elsewhere(
