@@ -180,7 +180,7 @@ def test_a_resume_forecasts_with_the_pace_its_machine_measured_and_times_it_agai
     [
         (["--finetune", "missing.csv"], "missing.csv"),
         (["--finetune", "builtin", "--label-budgets", "0"], "label budgets must be whole numbers >= 1 or 'all'; got 0"),
-        (["--finetune", "builtin", "--robustness-sets", "typo"], "expected KIND=RATE"),
+        (["--finetune", "builtin", "--robustness-sets", "typo"], "--robustness-sets: expected KIND=RATE"),
     ],
 )
 def test_bad_fine_tuning_input_exits_2_with_one_line_and_no_study(tmp_path, capsys, extra, message, monkeypatch):

@@ -108,7 +108,7 @@ def test_report_from_compare_json_alone(tmp_path):
      (["--rates", "0,0.1"], "give the length of each run: --epochs, --max-steps, --max-tokens or --max-time"),
      (["--max-steps", "1", "--train-sizes", "10,ten"], "whole numbers or 'all'"),
      (["--max-steps", "1", "--corruptions", "typo=0.1"], "give --robustness too"),
-     (["--max-steps", "1", "--robustness", "--corruptions", "blur=0.1"], "one of typo, delete, unk"),
+     (["--max-steps", "1", "--robustness", "--corruptions", "blur=0.1"], "--corruptions: corruption kind must be one of typo"),
      (["--max-steps", "1", "--robustness", "--task", "tokens", "x.jsonl"], "not supported")],
 )  # fmt: skip
 def test_compare_refuses_bad_input_in_one_line(extra, message, tmp_path, capsys):

@@ -339,8 +339,8 @@ def test_budgets_in_order_then_masking_augmentation_and_the_curve():
                  {"fraction": 0.25, "pretrain_tokens": 250_000, "n": 3, "mean": 0.71, "sd": 0.01, "paired": null},
                  {"fraction": 0.5, "pretrain_tokens": 500_000, "n": 3, "mean": 0.73, "sd": 0.01, "paired": gain},
                  {"fraction": 1.0, "pretrain_tokens": 1_000_000, "n": 3, "mean": 0.73, "sd": 0.01, "paired": gain}]  # fmt: skip
-    curve = [{"size": "100", "point": "token-0.15-bert", "metric": "macro_f1", "fractions": fractions},
-             {"size": "all", "point": "token-0.15-bert", "metric": "macro_f1", "fractions": fractions[:2]
+    curve = [{"size": "100", "point": "token-0.15-bert", "metric": "macro_f1", "augment": 0.0, "fractions": fractions},
+             {"size": "all", "point": "token-0.15-bert", "metric": "macro_f1", "augment": 0.0, "fractions": fractions[:2]
               + [{**fractions[2], "paired": null}, {**fractions[3], "paired": null}]}]  # fmt: skip
     summary = hand_summary(row("token-0.15-bert", null, size="all"), row("token-0.15-bert", gain, size="100"), sizes=("100", "all"),
                            masking=masking, augmentation=augmentation, curve=curve)  # fmt: skip
@@ -363,6 +363,29 @@ def test_budgets_in_order_then_masking_augmentation_and_the_curve():
         "labels no checkpoint on it is measurably better than the checkpoint fine-tuned directly."
     )
     assert len(sentences) == 5
+
+
+def test_a_study_fine_tuned_only_with_augmentation_says_so_in_every_sentence():
+    """No rate 0 in --augment-rates: the curve and the masking comparison are at the lowest rate, and say which."""
+    cells = [tune("baseline", s, 0.70 + 0.01 * s, augment=0.1) for s in (0, 1, 2)]
+    for point, fraction, gain in (
+        ("token-0.15-bert", 0.5, 0.03),
+        ("token-0.15-bert", 1.0, 0.04),
+        ("whole_word-0.15-bert", 1.0, 0.04),
+    ):
+        cells += [tune(point, s, 0.70 + 0.01 * s + gain + 0.002 * s, augment=0.1, fraction=fraction) for s in (0, 1, 2)]
+    summary = summarize(cells)
+    assert {c["augment"] for c in summary["curve"]} == {0.1}
+    sentences = verdict(summary)
+    assert sentences[0].startswith("At 100 labels (fine-tuned with [MASK] augmentation at 0.1), continued pre-training")
+    assert sentences[1].startswith(
+        "Against token masking at the same rate (macro-F1, clean set, full pre-training, [MASK] augmentation at 0.1), 1 comparison: "
+    )
+    assert sentences[2].startswith(
+        "Along the pre-training curve (macro-F1, clean set, [MASK] augmentation at 0.1): with 100 labels a measurable gain "
+        "first appears after 500k tokens"
+    )
+    assert len(sentences) == 3 and not any("no augmentation" in s for s in sentences)
 
 
 def test_replaced_token_detection_pairs_with_the_masked_lm_of_the_same_masking():

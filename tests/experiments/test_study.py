@@ -86,7 +86,7 @@ def test_from_a_checkpoint_there_is_one_baseline_whatever_the_seeds():
         ({"augment_rates": "0,1"}, r"augmentation rates must be in \[0, 1\); got 1.0"),
         ({"pretrain_fractions": "0,1"}, r"pre-training fractions must be in \(0, 1\]; got 0.0"),
         ({"finetune": "builtin,more.csv"}, "'builtin' stands alone"),
-        ({"robustness_sets": ["typo=x"]}, "rates must be numbers"),
+        ({"robustness_sets": ["typo=x"]}, "--robustness-sets: rates must be numbers"),
         ({"finetune": "", "finetune_eval": "e.csv"}, "--finetune-eval scores the fine-tuned models: give --finetune DATA too"),
         ({"pretrain_fractions": "0.5,1", "max_steps": None, "max_time": 3.0}, "give --max-tokens or --max-steps"),
         ({"pretrain_fractions": "0.5,1", "max_time": 3.0}, "and no --max-time"),

@@ -122,7 +122,7 @@ def test_the_page_opens_with_the_verdict_then_the_tables_behind_it(downstream_st
         in page
     )
     order = [page.index(text) for text in ("raised macro-F1", "Incomplete", "100 labels: clean set", "all labels: clean set",
-             "Robustness", "typo-0.1: macro-F1", "[MASK] augmentation while fine-tuning</h2>", "Masking against token masking</h2>",
+             "Robustness", "typo-0.1: against the checkpoint", "[MASK] augmentation while fine-tuning</h2>", "Masking against token masking</h2>",
              "against pre-training tokens", "Best model:", "<h2>Pre-training</h2>", "<h2>Summary</h2>", "<h2>Cells</h2>")]  # fmt: skip
     assert order == sorted(order)
     row = "<td>whole_word-0.15-bert</td><td>1</td><td>0</td><td>1.0M</td><td>3</td>"
@@ -131,6 +131,20 @@ def test_the_page_opens_with_the_verdict_then_the_tables_behind_it(downstream_st
         in page
     )
     assert "<td>baseline</td><td>0</td><td>0</td><td>0</td><td>3</td><td>0.6600 ± 0.0100</td><td>-</td>" in page
+    # on the corrupted set too, every metric against the baseline; none fine-tuned with augmentation to pair with
+    corrupted = page[page.index("typo-0.1: against the checkpoint") : page.index("[MASK] augmentation while fine-tuning</h2>")]
+    assert (
+        "<td>100</td>" + row + "<td>0.6000 ± 0.0200</td><td>+4.0 [1.5, 6.5]</td><td>0.5500 ± 0.0200</td><td>+4.0 [1.5, 6.5]</td>"
+        "<td>better</td>" in corrupted
+    )
+    assert (
+        "<td>100</td><td>token-0.15-bert</td><td>0.5</td><td>0.1</td><td>500k</td><td>3</td><td>0.6600 ± 0.0150</td><td>-</td>"
+        "<td>0.6100 ± 0.0150</td><td>-</td><td>no baseline at this rate</td>" in corrupted
+    )
+    assert (
+        "<td>100</td><td>typo-0.1</td><td>accuracy</td><td>whole_word-0.15-bert</td><td>1</td><td>0</td>"
+        "<td>token-0.15-bert at augment 0</td><td>0.6000 ± 0.0200</td><td>+3.0 [0.5, 5.5]</td><td>better</td>" in page
+    )  # masking against token masking, on the corrupted set and in accuracy as well
     assert (
         "Best model: tune/token-0.15-bert-seed0/fraction-1/size-100/augment-0/seed-0 (macro-F1 0.7412), saved in best-model/. The highest held-out macro_f1 (0.7412) of the fine-tuned models.</p>"
         in page

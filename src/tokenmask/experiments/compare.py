@@ -100,7 +100,10 @@ class ComparePlan:
         if self.corruptions and not self.robustness:
             raise ValueError("--corruptions chooses the sets of --robustness: give --robustness too")
         if self.robustness:
-            parse_corruptions(self.corruptions)  # malformed sets are refused here, before anything runs
+            try:
+                parse_corruptions(self.corruptions)  # malformed sets are refused here, before anything runs
+            except ValueError as error:
+                raise ValueError(f"--corruptions: {error}") from None
 
     @property
     def arms(self) -> tuple[Arm, ...]:

@@ -125,7 +125,10 @@ class DownstreamPlan:
         if self.finetune_eval and not self.finetune:
             raise ValueError("--finetune-eval scores the fine-tuned models: give --finetune DATA too")
         if self.enabled:
-            self.corruption_sets  # noqa: B018 (malformed sets are refused here, before anything runs)
+            try:
+                self.corruption_sets  # noqa: B018 (malformed sets are refused here, before anything runs)
+            except ValueError as error:
+                raise ValueError(f"--robustness-sets: {error}") from None
         if self.tuning.task != "classify" and self.robustness_sets != DEFAULT_CORRUPTIONS:
             raise ValueError(
                 "--robustness-sets corrupt the text of classification examples; for --task tokens a deleted word would "

@@ -57,12 +57,15 @@ def _delta(row: Mapping[str, Any] | None) -> str:
 
 def _judged(row: Mapping[str, Any] | None) -> str:
     """The verdict word: better, worse, no measurable difference, too wide to tell, one seed;
-    ``reference`` for what the others are compared with, ``no pair yet`` where nothing pairs."""
+    ``reference`` for the baseline, ``no baseline at this rate`` for a continued model fine-tuned
+    at an augmentation rate the baseline was not, ``no pair yet`` where no seed pairs so far."""
     if row is None:
         return "-"
     if row["paired"]:
         return str(row["paired"]["verdict"])
-    return "reference" if row["against"] is None else "no pair yet"
+    if row["against"] is None:
+        return "reference" if row["fraction"] == 0.0 else "no baseline at this rate"
+    return "no pair yet"
 
 
 def _where(row: Mapping[str, Any]) -> list[str]:
@@ -74,36 +77,56 @@ def baseline_tables(summary: Mapping[str, Any]) -> list[Table]:
     """Per label budget, the clean set: each (point, fraction, augment) with its pre-training
     tokens, every metric's mean ± sd and paired difference to the baseline, and the verdict word
     on the primary metric."""
-    metrics, primary = summary["metrics"], summary["primary"]
-    rows = {(r["size"], r["point"], r["fraction"], r["augment"], r["metric"]): r
-            for r in summary["against_baseline"] if r["set"] == CLEAN}  # fmt: skip
-    columns = ["point", "fraction", "augment", "pre-training tokens", "runs"]
-    for metric in metrics:
-        columns += [f"{metric_words(metric)} mean ± sd", f"Δ {metric_words(metric)} (points, 95% CI)"]
     tables = []
     for size in summary["sizes"]:
-        lines = []
-        for point, fraction, augment in dict.fromkeys(k[1:4] for k in rows if k[0] == size):
-            found = {m: rows.get((size, point, fraction, augment, m)) for m in metrics}
-            first = next(row for row in found.values() if row is not None)
-            line = [*_where(first), tokens(first["pretrain_tokens"]), str(len(first["values"]))]
-            for metric in metrics:
-                line += [_spread_text(found[metric]), _delta(found[metric])]
-            lines.append([*line, _judged(found[primary])])
         caption = f"{size} labels" if size != "all" else "all labels"
-        tables.append(
-            Table([*columns, "verdict"], lines, caption=f"{caption}: clean set, against the checkpoint fine-tuned directly")
-        )
+        tables.append(Table([*_baseline_columns(summary), "verdict"], _baseline_lines(summary, CLEAN, size),
+                            caption=f"{caption}: clean set, against the checkpoint fine-tuned directly"))  # fmt: skip
     return tables
 
 
+def robustness_tables(summary: Mapping[str, Any]) -> list[Table]:
+    """Per corrupted set, every label budget: the columns of :func:`baseline_tables`, against the
+    baseline scored on the same corrupted set."""
+    columns = ["labels", *_baseline_columns(summary), "verdict"]
+    return [
+        Table(columns, [[size, *line] for size in summary["sizes"] for line in _baseline_lines(summary, kind, size)],
+              caption=f"{kind}: against the checkpoint fine-tuned directly, scored on the same set")
+        for kind in summary["sets"] if kind != CLEAN
+    ]  # fmt: skip
+
+
+def _baseline_columns(summary: Mapping[str, Any]) -> list[str]:
+    columns = ["point", "fraction", "augment", "pre-training tokens", "runs"]
+    for metric in summary["metrics"]:
+        columns += [f"{metric_words(metric)} mean ± sd", f"Δ {metric_words(metric)} (points, 95% CI)"]
+    return columns
+
+
+def _baseline_lines(summary: Mapping[str, Any], set_name: str, size: str) -> list[list[str]]:
+    """One line per (point, fraction, augment) of ``size`` on ``set_name``: the columns of :func:`_baseline_columns`
+    and the verdict word on the primary metric."""
+    metrics, primary = summary["metrics"], summary["primary"]
+    rows = {(r["point"], r["fraction"], r["augment"], r["metric"]): r
+            for r in summary["against_baseline"] if r["set"] == set_name and r["size"] == size}  # fmt: skip
+    lines = []
+    for point, fraction, augment in dict.fromkeys(k[:3] for k in rows):
+        found = {m: rows.get((point, fraction, augment, m)) for m in metrics}
+        first = next(row for row in found.values() if row is not None)
+        line = [*_where(first), tokens(first["pretrain_tokens"]), str(len(first["values"]))]
+        for metric in metrics:
+            line += [_spread_text(found[metric]), _delta(found[metric])]
+        lines.append([*line, _judged(found[primary])])
+    return lines
+
+
 def comparison_table(rows: Sequence[Mapping[str, Any]], *, against: str, caption: str) -> Table:
-    """Rows of one metric against what each is compared with (``against`` names that column)."""
-    lines = [
-        [r["size"], r["set"], *_where(r), _against(r["against"]), _spread_text(r), _delta(r), _judged(r)]
-        for r in sorted(rows, key=lambda r: (r["set"] != CLEAN, r["set"]))
-    ]
-    columns = ["labels", "set", "point", "fraction", "augment", against, "mean ± sd", "Δ (points, 95% CI)", "verdict"]
+    """Rows of every metric against what each is compared with (``against`` names that column):
+    the clean set first, then each corrupted one, each by label budget in the summary's order."""
+    ordered = sorted(rows, key=lambda r: (r["set"] != CLEAN, r["set"]))
+    lines = [[r["size"], r["set"], metric_words(r["metric"]), *_where(r), _against(r["against"]), _spread_text(r), _delta(r),
+              _judged(r)] for r in ordered]  # fmt: skip
+    columns = ["labels", "set", "metric", "point", "fraction", "augment", against, "mean ± sd", "Δ (points, 95% CI)", "verdict"]
     return Table(columns, lines, caption=caption)
 
 
@@ -159,33 +182,23 @@ def plot_downstream(summary: Mapping[str, Any], path: Path) -> Path:
 
 def downstream_parts(summary: Mapping[str, Any], folder: Path) -> list[Part]:
     """The tables behind the verdict: against the baseline per label budget, on the corrupted
-    sets, augmentation, masking against token masking; the plot (written into ``folder``)."""
+    sets, augmentation, masking against token masking, replaced-token detection against the
+    masked LM (every metric, every set); the plot (written into ``folder``)."""
     primary = summary["primary"]
-    name = metric_words(primary)
     parts: list[Part] = [Heading("Against the checkpoint fine-tuned directly"), *baseline_tables(summary)]
-    corrupted = [s for s in summary["sets"] if s != CLEAN]
-    if corrupted:
-        parts.append(Heading("Robustness: corrupted validation sets"))
-        for kind in corrupted:
-            rows = [r for r in summary["against_baseline"] if r["set"] == kind and r["metric"] == primary]
-            parts.append(
-                comparison_table(rows, against="against", caption=f"{kind}: {name}, against the baseline on the same set")
-            )
-    augmented = [r for r in summary["augmentation"] if r["metric"] == primary]
-    if augmented:
-        parts += [Heading("[MASK] augmentation while fine-tuning"),
-                  comparison_table(augmented, against="against", caption=f"{name}, against the same model fine-tuned without augmentation")]  # fmt: skip
-    masked = [r for r in summary["masking"] if r["metric"] == primary and r["set"] == CLEAN]
-    if masked:
-        parts += [Heading("Masking against token masking"),
-                  comparison_table(masked, against="against", caption=f"clean {name}, against token masking at the same rate")]  # fmt: skip
-    objective = [r for r in summary.get("objective", ()) if r["metric"] == primary and r["set"] == CLEAN]
-    if objective:
-        parts += [Heading("Replaced-token detection against the masked LM"),
-                  comparison_table(objective, against="against", caption=f"clean {name}, against the masked LM with the same masking")]  # fmt: skip
+    if len(summary["sets"]) > 1:
+        parts += [Heading("Robustness: corrupted validation sets"), *robustness_tables(summary)]
+    comparisons = (
+        ("augmentation", "[MASK] augmentation while fine-tuning", "against the same model fine-tuned without augmentation"),
+        ("masking", "Masking against token masking", "against token masking at the same rate"),
+        ("objective", "Replaced-token detection against the masked LM", "against the masked LM with the same masking"),
+    )
+    for kind, heading, caption in comparisons:
+        if summary.get(kind):
+            parts += [Heading(heading), comparison_table(summary[kind], against="against", caption=caption)]
     if any(c["metric"] == primary for c in summary["curve"]):
         figure = plot_downstream(summary, folder / DOWNSTREAM_PLOT)
-        parts.append(Figure(figure, caption=f"clean {name} against pre-training tokens, mean ± sd over runs"))
+        parts.append(Figure(figure, caption=f"clean {metric_words(primary)} against pre-training tokens, mean ± sd over runs"))
     return parts
 
 

@@ -64,17 +64,18 @@ def summarize_downstream(cells: Sequence[Mapping[str, Any]], *, metrics: Sequenc
     ``corruption``; all None for the baseline), and five lists of rows:
 
     - ``against_baseline``: per (size, set, metric), one row per (point, fraction, augment);
-      paired with the baseline cell of the same size, augment 0 and fine-tuning seed (and
-      pre-training seed, where the baseline differs per pre-training seed); the baseline's own
-      row at augment 0 has no ``against``.
+      paired with the baseline cell of the same size, augmentation rate and fine-tuning seed
+      (and pre-training seed, where the baseline differs per pre-training seed): what continued
+      pre-training alone changed; the baseline's own rows have no ``against``.
     - ``augmentation``: each augment > 0 against the same (point, fraction) at augment 0.
     - ``masking``: each strategy's point against the ``token`` point of the same objective, rate,
       rate end and corruption, at the same fraction and augment.
     - ``objective``: each replaced-token-detection point against the masked-LM point of the same
       masking, at the same fraction and augment.
-    - ``curve``: per (size, pre-trained point, metric) on the clean set at augment 0, the
-      ``fractions`` from 0 (the baseline) up, each with ``pretrain_tokens``, ``n``, ``mean``,
-      ``sd`` and ``paired`` (against the baseline).
+    - ``curve``: per (size, pre-trained point, metric) on the clean set at the lowest
+      augmentation rate (``augment``; 0 unless the study has none), the ``fractions`` from 0
+      (the baseline) up, each with ``pretrain_tokens``, ``n``, ``mean``, ``sd`` and ``paired``
+      (against the baseline).
 
     A row: ``size, set, metric, point, fraction, augment, pretrain_tokens`` (mean over runs),
     ``runs`` (``[pretrain_seed, seed]`` pairs), ``values``, ``mean``, ``sd``, ``against``
@@ -244,7 +245,7 @@ def _curve(
                 steps = ([base[metric]] if metric in base else []) + steps
                 fractions = [{key: r[key] for key in ("fraction", "pretrain_tokens", "mean", "sd", "paired")} | {"n": len(r["values"])}
                              for r in steps]  # fmt: skip
-                curves.append({"size": size, "point": point, "metric": metric, "fractions": fractions})
+                curves.append({"size": size, "point": point, "metric": metric, "augment": lowest, "fractions": fractions})
     return curves
 
 
@@ -451,19 +452,22 @@ def _objective_sentence(summary: Mapping[str, Any]) -> str | None:
 
 
 def _comparison_sentence(summary: Mapping[str, Any], kind: str, against: str) -> str | None:
-    """The tally of the ``kind`` rows (clean set, primary metric, no augmentation, the largest pre-training share)."""
+    """The tally of the ``kind`` rows (clean set, primary metric, the lowest augmentation rate, the
+    largest pre-training share)."""
     primary, points_ = summary["primary"], summary["points"]
-    rows = [
-        r for r in summary.get(kind, ())
-        if r["set"] == CLEAN and r["metric"] == primary and r["augment"] == 0.0 and r["paired"]
-    ]  # fmt: skip
+    rows = [r for r in summary.get(kind, ()) if r["set"] == CLEAN and r["metric"] == primary and r["paired"]]
     if not rows:
         return None
-    fraction = max(r["fraction"] for r in rows)
+    fraction, lowest = max(r["fraction"] for r in rows), min(r["augment"] for r in rows)
     budget = "full pre-training" if fraction == 1.0 else f"{fraction:g} of the pre-training budget"
-    rows = [r for r in rows if r["fraction"] == fraction]
+    rows = [r for r in rows if r["fraction"] == fraction and r["augment"] == lowest]
     tally = _tally(rows, lambda r: f"{describe_point(points_[r['point']])} {_with(r['size'])}")
-    return f"Against {against} ({metric_words(primary)}, clean set, {budget}, no augmentation), {tally}."
+    return f"Against {against} ({metric_words(primary)}, clean set, {budget}, {_augmentation_words(lowest)}), {tally}."
+
+
+def _augmentation_words(rate: float) -> str:
+    """``"no augmentation"`` at 0, ``"[MASK] augmentation at 0.1"`` above."""
+    return "no augmentation" if rate == 0.0 else f"[MASK] augmentation at {rate:g}"
 
 
 def _augmentation_sentence(summary: Mapping[str, Any]) -> str | None:
@@ -502,4 +506,5 @@ def _curve_sentence(summary: Mapping[str, Any]) -> str | None:
         parts.append(f"{_with(size)} a measurable gain first appears after {tokens(count)} tokens "
                      f"({describe_point(points_[point])}: {interval(first['paired'])}; "
                      f"{len(gains)} of {compared} checkpoints measurably better)")  # fmt: skip
-    return f"Along the pre-training curve ({metric_words(primary)}, clean set, no augmentation): " + "; ".join(parts) + "."
+    rate = _augmentation_words(curves[0]["augment"])
+    return f"Along the pre-training curve ({metric_words(primary)}, clean set, {rate}): " + "; ".join(parts) + "."

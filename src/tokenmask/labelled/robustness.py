@@ -70,7 +70,8 @@ def parse_corruptions(specs: Sequence[str]) -> tuple[Corruption, ...]:
     ``parse_corruptions(["typo=0.05,0.1", "unk=0.2"])  ->  (typo 0.05, typo 0.1, unk 0.2)``
 
     Raises:
-        ValueError: a malformed spec, an unknown kind, a bad rate, or a set given twice.
+        ValueError: a malformed spec, an unknown kind, a bad rate, or a set given twice (the
+            message names no option: the caller's does, e.g. ``--robustness-sets: ...``).
     """
     if not specs:
         return DEFAULT_CORRUPTIONS
@@ -78,15 +79,15 @@ def parse_corruptions(specs: Sequence[str]) -> tuple[Corruption, ...]:
     for spec in specs:
         kind, equals, rates = spec.partition("=")
         if not equals or not rates.strip():
-            raise ValueError(f"--robustness: expected KIND=RATE[,RATE…] with KIND one of {', '.join(KINDS)}; got {spec!r}")
+            raise ValueError(f"expected KIND=RATE[,RATE…] with KIND one of {', '.join(KINDS)}; got {spec!r}")
         try:
             values = [float(r) for r in rates.split(",") if r.strip()]
         except ValueError:
-            raise ValueError(f"--robustness: rates must be numbers, e.g. typo=0.05,0.1; got {spec!r}") from None
+            raise ValueError(f"rates must be numbers, e.g. typo=0.05,0.1; got {spec!r}") from None
         corruptions.extend(Corruption(kind.strip(), rate) for rate in values)  # type: ignore[arg-type]
     names = [c.name for c in corruptions]
     if len(set(names)) != len(names):
-        raise ValueError(f"--robustness: each set once, please; got {', '.join(names)}")
+        raise ValueError(f"each set once, please; got {', '.join(names)}")
     return tuple(corruptions)
 
 
