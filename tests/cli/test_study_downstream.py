@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 from test_study_cli import fingerprint, kill_when_logged
+from transformers import BertConfig, BertForMaskedLM
 
 from tokenmask.cli.main import main
+from tokenmask.experiments.downstream import check_finetune_length
+from tokenmask.experiments.study import study_config
+from tokenmask.train.models import resolve_checkpoint
 
 WORDS = {"good": ["great", "wonderful", "superb", "lovely"], "bad": ["awful", "dreadful", "boring", "weak"]}
 FILLER = ["the", "play", "was", "and", "a", "scene", "king", "queen"]
@@ -201,6 +205,29 @@ def test_a_label_budget_beyond_the_training_examples_is_refused(labelled, tmp_pa
     assert main(argv) == 2
     assert "--label-budgets 100 is more than the 90 training examples: give at most 90, or all" in capsys.readouterr().err
     assert not (output / "study.json").exists()
+
+
+def test_fine_tuning_longer_than_the_init_checkpoints_positions_is_refused_before_any_cell(
+    corpus_and_tokenizer, labelled, bert_tokenizer, tmp_path, capsys
+):
+    corpus, _ = corpus_and_tokenizer
+    train, held_out = labelled
+    short = tmp_path / "short"  # a checkpoint with positions for 48 tokens
+    BertForMaskedLM(
+        BertConfig(vocab_size=len(bert_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=64, max_position_embeddings=48)
+    ).save_pretrained(short)  # fmt: skip
+    bert_tokenizer.save_pretrained(short)
+    capsys.readouterr()
+    output = tmp_path / "study"
+    argv = ["study", str(corpus), "--output", str(output), "--init", str(short), "--max-length", "32", "--max-steps", "1",
+            "--strategies", "token", "--finetune", str(train), "--finetune-eval", str(held_out), "--text-column", "review",
+            "--label-column", "verdict", "--label-budgets", "20", "--cpu"]  # fmt: skip
+    assert main([*argv, "--finetune-max-length", "64"]) == 2
+    error = capsys.readouterr().err
+    assert error == f"tokenmask study: error: --finetune-max-length 64 is over the 48 positions of {short}: give 48 or less\n"
+    assert not output.exists()
+    check_finetune_length(resolve_checkpoint(str(short)), study_config({"output": "o", "max_length": 32}).base, 48)  # fits
 
 
 def test_mlm_against_rtd_is_one_study_scored_downstream(corpus_and_tokenizer, labelled, tmp_path, capsys, one_thread):

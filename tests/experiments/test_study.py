@@ -92,12 +92,27 @@ def test_from_a_checkpoint_there_is_one_baseline_whatever_the_seeds():
         ({"pretrain_fractions": "0.5,1", "max_time": 3.0}, "and no --max-time"),
         ({"task": "tokens", "robustness_sets": ["typo=0.3"]}, "--robustness-sets corrupt the text of classification examples"),
         ({"strategies": "terms", "terms_file": "/nonexistent/terms.txt"}, "--terms-file /nonexistent/terms.txt: no such file"),
+        ({"finetune_max_length": 4}, "finetune_max_length must be >= 8"),
+        ({"max_length": 64, "finetune_max_length": 65}, "--finetune-max-length 65: .* positions for --max-length 64 tokens"),
     ],
 )
 def test_bad_downstream_settings_are_refused_naming_them(settings, message):
     given = {"output": "o", "max_steps": 5, "finetune": "builtin", **settings}
     with pytest.raises(ValueError, match=message):
         study_config({k: v for k, v in given.items() if v is not None})
+
+
+def test_fine_tunings_cut_examples_at_their_own_length_or_the_block_length():
+    blocks = study_config({"output": "o", "max_steps": 5, "max_length": 64, "finetune": "builtin"})
+    assert blocks.downstream.finetune_config(blocks.base).max_length == 64  # none given: the pre-training block length
+    longer = study_config({"output": "o", "max_steps": 5, "max_length": 64, "finetune": "builtin", "init": "minilm",
+                           "finetune_max_length": 256})  # fmt: skip
+    assert longer.downstream.finetune_config(longer.base).max_length == 256  # a checkpoint's positions are checked as it loads
+    shorter = study_config({"output": "o", "max_steps": 5, "max_length": 64, "finetune": "builtin", "finetune_max_length": 32})
+    assert shorter.downstream.finetune_config(shorter.base).max_length == 32
+    same = study_config({"output": "o", "max_steps": 5, "max_length": 64, "finetune": "builtin", "finetune_max_length": 64})
+    assert StudyExperiment(same).plan() == StudyExperiment(blocks).plan()  # a study recorded before the option resumes
+    assert plan_differences(StudyExperiment(blocks).plan(), StudyExperiment(shorter).plan()) == "finetune (settings)"
 
 
 def test_plan_differences_name_the_sections_and_keys():

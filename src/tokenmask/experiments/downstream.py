@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmask.experiments.compare_data import CompareData
 from tokenmask.experiments.compare_stats import CLEAN
@@ -27,6 +27,9 @@ from tokenmask.experiments.plan import Axis, Cell, Coordinates, check_axis, cros
 from tokenmask.labelled.robustness import Corruption, parse_corruptions
 from tokenmask.recipes.config import FINETUNE_LOOP, FinetuneConfig, PretrainConfig
 from tokenmask.settings import check, setting
+
+if TYPE_CHECKING:
+    from tokenmask.train.models import Checkpoint
 
 BUILTIN = "builtin"
 """``--finetune builtin``: the built-in Rotten Tomatoes snippets, split by movie."""
@@ -97,6 +100,12 @@ class DownstreamPlan:
         "comparison; the steps then depend on each model's speed and on what runs beside it); none = steps only",
         gt=0.0,
     )
+    finetune_max_length: int | None = setting(
+        None,
+        help="tokens per fine-tuning example at most, special tokens included; longer ones are cut (and counted before "
+        "the study starts); none = --max-length, the pre-training block length",
+        ge=8,
+    )
     finetune_lr: float = setting(FINETUNE_LOOP.lr, help="learning rate of each fine-tuning", gt=0.0)
     finetune_batch_size: int = setting(FINETUNE_LOOP.batch_size, help="examples per fine-tuning step", ge=1)
     robustness: bool = setting(
@@ -163,7 +172,7 @@ class DownstreamPlan:
         )  # fmt: skip
         data = () if self.finetune == (BUILTIN,) else self.finetune
         return replace(
-            self.tuning, loop=loop, data=data, eval_data=self.finetune_eval, max_length=base.blocks.max_length,
+            self.tuning, loop=loop, data=data, eval_data=self.finetune_eval, max_length=self.finetune_max_length or base.blocks.max_length,
             validation_share=self.finetune_validation_share, hub=base.hub,
         )  # fmt: skip
 
@@ -275,6 +284,18 @@ def source_model(output: Path, coordinates: Coordinates) -> tuple[str, int]:
     if not (model / "config.json").exists():
         raise ValueError(f"{model} is missing: the pre-training cell {coordinates['source']} did not save it")
     return str(model), int(tokens)
+
+
+def check_finetune_length(start: Checkpoint, base: PretrainConfig, longest: int) -> None:
+    """``ValueError`` unless the ``--init`` checkpoint has positions for ``longest`` tokens: a study
+    asked for longer fine-tuning examples than its pre-training blocks loads it once to know, before
+    any cell runs (a model's position limit is its embeddings', not a config key's)."""
+    from tokenmask.train.models import load_model, paired_tokenizer, position_limit
+
+    tokenizer = paired_tokenizer(start, base.tokenizer, hub=base.hub)
+    limit = position_limit(load_model(start, vocab_size=len(tokenizer), max_length=None))
+    if limit is not None and longest > limit:
+        raise ValueError(f"--finetune-max-length {longest} is over the {limit} positions of {start.name}: give {limit} or less")
 
 
 def load_downstream_data(plan: DownstreamPlan, base: PretrainConfig) -> CompareData:

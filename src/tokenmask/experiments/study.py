@@ -32,6 +32,7 @@ from tokenmask.experiments.downstream import (
     DownstreamPlan,
     baseline_model,
     best_model,
+    check_finetune_length,
     finetune_cells,
     keep_best_model,
     load_downstream_data,
@@ -142,6 +143,12 @@ class StudyConfig:
                 raise ValueError(f"--objectives rtd: {error}") from None
         elif (changed := changed_detection_setting(self.base)) is not None:
             raise ValueError(f"{changed} is a setting of replaced-token detection: add rtd to --objectives, or leave it out")
+        longest, blocks = self.downstream.finetune_max_length, self.base.blocks.max_length
+        if self.downstream.enabled and longest is not None and longest > blocks and not self.base.init:
+            raise ValueError(
+                f"--finetune-max-length {longest}: the models a study builds from --preset have positions for "
+                f"--max-length {blocks} tokens; give at most {blocks}, or a longer --max-length"
+            )
         loop = self.base.loop
         if self.snapshots and (loop.max_time is not None or not (loop.max_tokens or loop.max_steps)):
             raise ValueError(
@@ -389,6 +396,9 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
         from tokenmask.recipes.detection import check_detector_start
 
         check_detector_start(start)  # before any cell runs: the masked-LM cells come first
+    longest = config.downstream.finetune_max_length
+    if start is not None and config.downstream.enabled and longest is not None and longest > base.blocks.max_length:
+        check_finetune_length(start, base, longest)  # before any cell runs (the pre-training cells check --max-length)
     run = SweepRun(config.output, resume=config.base.loop.resume, jobs=config.jobs)
     found = None
     if TERMS in config.grid.strategies and config.terms_file is None:  # found once, kept for the study's resumes
