@@ -171,8 +171,9 @@ class DownstreamPlan:
             keep_last=1, cpu=base.loop.cpu, precision=base.loop.precision, report_to="none",
         )  # fmt: skip
         data = () if self.finetune == (BUILTIN,) else self.finetune
+        longest = self.finetune_max_length or base.blocks.max_length
         return replace(
-            self.tuning, loop=loop, data=data, eval_data=self.finetune_eval, max_length=self.finetune_max_length or base.blocks.max_length,
+            self.tuning, loop=loop, data=data, eval_data=self.finetune_eval, max_length=longest,
             validation_share=self.finetune_validation_share, hub=base.hub,
         )  # fmt: skip
 
