@@ -15,7 +15,8 @@ import yaml
 
 import tokenmask
 from tokenmask.cli.main import main
-from tokenmask.experiments.study import StudyExperiment, study_config
+from tokenmask.experiments.plan import cell_digest, plan_digest, shared_part, shared_plan
+from tokenmask.experiments.study import GROWING, StudyExperiment, study_config
 
 STEPS = 24
 
@@ -178,6 +179,76 @@ def test_terms_cells_mask_the_terms_found_in_the_corpus_kept_for_the_resumes(cor
     study = json.loads((output / "study.json").read_text())
     assert study["plan"]["terms"] == hashlib.sha256((output / "terms.txt").read_bytes()).hexdigest()[:16]
     assert main([*argv, "--resume"]) == 0  # the terms file of the first start: the same plan
+    capsys.readouterr()
     (output / "terms.txt").write_text("thou\nthee\n")
-    assert main([*argv, "--resume"]) == 2  # other terms: another plan
-    assert "holds a study of another plan (terms)" in capsys.readouterr().err
+    marker = (output / "cells" / "terms-0.3-bert-seed3" / "cell.json").read_text()
+    assert main([*argv, "--resume"]) == 2  # other terms than the cells selected
+    error = capsys.readouterr().err
+    assert f"--resume: {output / 'terms.txt'} holds other terms than the 'terms' cells of {output} selected first" in error
+    assert (output / "cells" / "terms-0.3-bert-seed3" / "cell.json").read_text() == marker
+    (output / "terms.txt").unlink()  # as if given with --terms-file, and not given again
+    assert main([*argv, "--resume"]) == 2
+    assert "selected the terms of a file given with --terms-file first: give it again" in capsys.readouterr().err
+    assert not (output / "terms.txt").exists()  # refused before the corpus's terms were found again
+
+
+def markers(output: Path) -> dict[str, str]:
+    return {path.parent.name: path.read_text() for path in sorted((output / "cells").glob("*/cell.json"))}
+
+
+def test_a_resumed_study_adds_and_drops_the_terms_cells_and_keeps_the_others(corpus_and_tokenizer, tmp_path, capsys, one_thread):
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
+    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = "token", "0.3"
+    argv[argv.index("--max-steps") + 1] = "2"
+    assert main(argv) == 0
+    token = markers(output)
+    argv[argv.index("--strategies") + 1] = "token,terms"
+    assert main([*argv, "--resume"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (
+        "1 finished before, kept" in printed and "the plan changed along its axes (grid (strategies), terms (on now))" in printed
+    )
+    both = markers(output)
+    assert (
+        list(both) == ["terms-0.3-bert-seed3", "token-0.3-bert-seed3"]
+        and both["token-0.3-bert-seed3"] == token["token-0.3-bert-seed3"]
+    )
+    argv[argv.index("--strategies") + 1] = "token"
+    assert main([*argv, "--resume"]) == 0  # the terms cells dropped: the token cell kept
+    study = json.loads((output / "study.json").read_text())
+    assert "terms" not in study["plan"] and [cell["name"] for cell in study["cells"]] == ["token-0.3-bert-seed3"]
+    argv[argv.index("--strategies") + 1] = "token,terms"
+    assert main([*argv, "--resume"]) == 0  # and added again: both kept
+    assert "2 finished before, kept" in " ".join(capsys.readouterr().out.split())
+    assert markers(output) == both
+
+
+def test_a_terms_study_recorded_before_cells_had_inputs_resumes(corpus_and_tokenizer, tmp_path, capsys, one_thread):
+    """Before cells had inputs, the terms file's fingerprint was in every cell's identity: the plan's
+    shared part (the growing axes out) with its ``terms`` entry in."""
+    corpus, tokenizer = corpus_and_tokenizer
+    output = tmp_path / "study"
+    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
+    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = "token,terms", "0.3"
+    argv[argv.index("--max-steps") + 1] = "2"
+    assert main(argv) == 0
+    config = study_config({**yaml.safe_load((output / "config.yaml").read_text()), "terms_file": str(output / "terms.txt")})
+    experiment = StudyExperiment(config)
+    plan = json.loads((output / "study.json").read_text())["plan"]
+    then = shared_plan(plan, [path for path in GROWING if path != ("terms",)])
+    assert "terms" in then
+    for cell in experiment.cells():
+        marker = output / cell.folder / "cell.json"
+        former = plan_digest({"plan": then, "cell": dict(cell.coordinates)})
+        marker.write_text(json.dumps({**json.loads(marker.read_text()), "identity": former}))
+    before = {name: json.loads(text) for name, text in markers(output).items()}
+    assert main([*argv, "--resume"]) == 0
+    assert "2 finished before, kept" in " ".join(capsys.readouterr().out.split())
+    after = {name: json.loads(text) for name, text in markers(output).items()}
+    shared = shared_part(experiment)
+    assert {name: marker["identity"] for name, marker in after.items()} == {
+        cell.folder.split("/")[-1]: cell_digest(shared, cell) for cell in experiment.cells()
+    }
+    assert all(after[name] == {**before[name], "identity": after[name]["identity"]} for name in before)  # nothing else changed

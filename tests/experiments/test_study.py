@@ -10,7 +10,7 @@ import pytest
 from tokenmask.experiments.downstream import DownstreamPlan
 from tokenmask.experiments.plan import cell_digest, shared_part
 from tokenmask.experiments.study import StudyConfig, StudyExperiment, study_config
-from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS, StudyGrid
+from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS, StudyGrid, terms_fingerprint
 from tokenmask.experiments.study_report import Spread, write_study_report
 from tokenmask.experiments.sweep import check_folder, plan_differences
 from tokenmask.masking.config import MaskingConfig
@@ -66,6 +66,23 @@ def test_with_fine_tuning_each_model_is_followed_by_its_fine_tunings_the_baselin
     }  # fmt: skip
     assert {c.coordinates["fraction"] for c in cells if c.coordinates.get("source") == "baseline-seed4"} == {0.0}
     assert config.snapshots == (0.5,)  # the share 1 is the cell's final model
+
+
+def test_the_terms_cells_and_their_fine_tunings_alone_hold_the_terms_in_their_identity(tmp_path):
+    terms = tmp_path / "terms.txt"
+    terms.write_text("thou\nthee\n")
+    config = StudyConfig(
+        base=PretrainConfig(loop=LoopConfig(output="o", max_steps=8), init="minilm"), grid=StudyGrid(("token", "terms"), (0.15,)),
+        downstream=BUILTIN, terms_file=str(terms),
+    )  # fmt: skip
+    held = {c.name.split("/")[0]: dict(c.inputs) for c in config.cells()}
+    assert held == {
+        "baseline-seed0": {},
+        "token-0.15-bert-seed0": {},
+        "terms-0.15-bert-seed0": {"terms": terms_fingerprint(str(terms))},
+    }
+    tunings = {c.name for c in config.cells() if c.coordinates.get("source") == "terms-0.15-bert-seed0"}
+    assert tunings and {c.name for c in config.cells() if c.inputs} == {"terms-0.15-bert-seed0", *tunings}
 
 
 def test_from_a_checkpoint_there_is_one_baseline_whatever_the_seeds():

@@ -236,7 +236,8 @@ def finetune_cells(sources: Sequence[Cell], plan: DownstreamPlan, first_seed: in
             Axis("augment", plan.augment_rates),
             Axis("fraction", (0.0,) if baseline else plan.pretrain_fractions),
         )
-        cells += [source, *cross(axes, name=_tune_name, folder=finetune_folder, derive=_origin(source), after=_after)]
+        tuned = cross(axes, name=_tune_name, folder=finetune_folder, derive=_origin(source), after=_after)
+        cells += [source, *(replace(cell, inputs=source.inputs) for cell in tuned)]  # what made the model, they depend on
     return cells
 
 

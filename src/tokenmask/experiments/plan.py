@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,13 +48,16 @@ class Axis:
 @dataclass(frozen=True)
 class Cell:
     """One run of a sweep: its ``name`` in the record and messages, its ``folder`` under
-    OUTPUT, its ``coordinates``, and the cells it starts ``after`` (it uses what they wrote:
-    a fine-tuning cell, the model of a pre-training cell)."""
+    OUTPUT, its ``coordinates``, the cells it starts ``after`` (it uses what they wrote:
+    a fine-tuning cell, the model of a pre-training cell), and the fingerprints of the
+    ``inputs`` it reads that the plan shares with no other cell (a study's terms cells and
+    their fine-tunings: the terms file's), part of its identity only."""
 
     name: str
     folder: str
     coordinates: Coordinates
     after: tuple[str, ...] = ()
+    inputs: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         """The cell as the record lists it while pending: name and coordinates."""
@@ -203,10 +206,14 @@ def shared_part(experiment: Experiment) -> dict[str, Any]:
 
 
 def cell_digest(shared: Mapping[str, Any], cell: Cell) -> str:
-    """What a finished cell's marker carries: the digest of its coordinates and the plan's
-    ``shared`` part (:func:`shared_part`). It stays valid while both do, so a resumed sweep may
-    grow an axis (three more seeds) and keep every cell already finished."""
-    return plan_digest({"plan": shared, "cell": dict(cell.coordinates)})
+    """What a finished cell's marker carries: the digest of its coordinates, its ``inputs`` (if
+    any) and the plan's ``shared`` part (:func:`shared_part`). It stays valid while they do, so a
+    resumed sweep may grow an axis (three more seeds, another strategy) and keep every cell
+    already finished."""
+    identity: dict[str, Any] = {"plan": shared, "cell": dict(cell.coordinates)}
+    if cell.inputs:  # a cell without inputs keeps the identity it had before cells had them
+        identity["inputs"] = dict(cell.inputs)
+    return plan_digest(identity)
 
 
 def check_axis(name: str, values: Sequence[Any], good: Callable[[Any], bool], allowed: str) -> None:

@@ -44,14 +44,13 @@ from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
     TERMS,
-    TERMS_FILE,
     StudyGrid,
     baseline_cells,
     cell_config,
-    domain_terms,
     terms_fingerprint,
 )
 from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
+from tokenmask.experiments.study_terms import carry_over_markers, study_terms
 from tokenmask.experiments.sweep import check_folder, run_sweep
 from tokenmask.experiments.tuning import SCORED_METRICS, tune_and_score
 from tokenmask.files import write_json
@@ -66,10 +65,13 @@ UNTRAINED = "untrained"
 GROWING = (
     *(("grid", axis) for axis in ("strategies", "rates", "rate_ends", "corruptions", "seeds")),
     *(("finetune", axis) for axis in ("label_budgets", "seeds", "augment_rates")),
+    ("terms",),
 )
 """The axes a resumed study may change (:attr:`~tokenmask.experiments.plan.Experiment.growing`):
 more seeds, budgets, strategies… Not the pre-training fractions: each pre-training cell saves
-the snapshots it was planned with."""
+the snapshots it was planned with. The terms file's fingerprint comes and goes with the terms
+cells, whose identities hold it (:attr:`~tokenmask.experiments.plan.Cell.inputs`); a resumed
+study may not change it (:func:`study_terms`)."""
 
 ADDED_LATER = DETECTION_SETTINGS
 """Pre-training settings added after studies were first recorded, with their defaults: a plan
@@ -170,6 +172,9 @@ class StudyConfig:
         from scratch, one for ``--init``), and each model followed by its fine-tuning cells."""
         first = self.base.loop.seed
         sources = self.grid.cells(first)
+        if TERMS in self.grid.strategies:  # the terms they mask first make their models, and their fine-tunings'
+            inputs = {"terms": terms_fingerprint(self.terms_file) or ""}
+            sources = [replace(c, inputs=inputs) if c.coordinates["strategy"] == TERMS else c for c in sources]
         if not self.downstream.enabled:
             return sources
         seeds = self.grid.seed_list(first)
@@ -400,13 +405,16 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
     if start is not None and config.downstream.enabled and longest is not None and longest > base.blocks.max_length:
         check_finetune_length(start, base, longest)  # before any cell runs (the pre-training cells check --max-length)
     run = SweepRun(config.output, resume=config.base.loop.resume, jobs=config.jobs)
+    record = check_folder(config.output, StudyExperiment(config), resume=run.continues)  # before terms.txt is written there
+    recorded = record["plan"].get("terms") if record is not None else None
     found = None
-    if TERMS in config.grid.strategies and config.terms_file is None:  # found once, kept for the study's resumes
-        path = config.output / TERMS_FILE
-        if not path.exists():
-            check_folder(config.output, StudyExperiment(config), resume=run.continues)  # before terms.txt is written there
-            found = domain_terms(config.base, path, reporter)
-        config = replace(config, terms_file=str(path))
+    if TERMS in config.grid.strategies:
+        path, fresh = study_terms(config.output, config.terms_file, recorded, config.base, reporter)
+        config, found = replace(config, terms_file=str(path)), path if fresh else None
+    if record is not None:
+        experiment = StudyExperiment(config)
+        fingerprints = {terms for terms in (recorded, terms_fingerprint(config.terms_file)) if terms is not None}
+        carry_over_markers(config.output, experiment.cells(), shared_part(experiment), fingerprints)
     try:
         study = run_sweep(StudyExperiment(config), run, reporter, command=command)
     except (ValueError, OSError):

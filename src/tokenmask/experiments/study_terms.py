@@ -1,0 +1,77 @@
+"""The terms a study's ``terms`` cells select first, kept the same across the study's resumes.
+
+Given with ``--terms-file``, or found once in the pre-training corpus and kept in
+``OUTPUT/terms.txt``. Their fingerprint is part of the identity of the terms cells and of their
+fine-tunings only (:attr:`~tokenmask.experiments.plan.Cell.inputs`), so a resumed study may add
+or drop the terms cells and keep every other cell. Studies recorded by an earlier tokenmask held
+it in every cell's identity: :func:`carry_over_markers` gives their markers today's identities.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenmask.experiments.cells import MARKER
+from tokenmask.experiments.plan import Cell, cell_digest, plan_digest
+from tokenmask.experiments.study_grid import TERMS, TERMS_FILE, domain_terms, terms_fingerprint
+from tokenmask.files import write_json
+from tokenmask.recipes.config import PretrainConfig
+from tokenmask.train.job import Reporter
+
+
+def study_terms(
+    output: Path, given: str | None, recorded: str | None, base: PretrainConfig, reporter: Reporter
+) -> tuple[Path, bool]:
+    """The terms file of a study's terms cells, and whether it was found just now.
+
+    ``given`` (``--terms-file``), else ``OUTPUT/terms.txt``: kept from an earlier start, or
+    found in ``base``'s corpus now and written there. ``recorded``: the fingerprint of the terms
+    the study's record says its terms cells selected (None: a new study, or one without them).
+
+    Raises:
+        ValueError: a resumed study whose terms cells selected other terms (another file
+            given, ``terms.txt`` changed, or the file given before left out), before anything is
+            written; a corpus that cannot be read or holds no term.
+    """
+    path = Path(given) if given is not None else output / TERMS_FILE
+    if given is None and not path.exists():
+        if recorded is not None:
+            raise ValueError(
+                f"--resume: the '{TERMS}' cells of {output} selected the terms of a file given with --terms-file first: "
+                "give it again"
+            )
+        domain_terms(base, path, reporter)
+        return path, True
+    if recorded is not None and terms_fingerprint(str(path)) != recorded:
+        raise ValueError(
+            f"--resume: {path} holds other terms than the '{TERMS}' cells of {output} selected first: give theirs "
+            "with --terms-file, or choose another --output"
+        )
+    return path, False
+
+
+def carry_over_markers(output: Path, cells: Sequence[Cell], shared: Mapping[str, Any], fingerprints: Collection[str]) -> int:
+    """Give today's identity (:func:`~tokenmask.experiments.plan.cell_digest` of ``shared``)
+    to the markers of ``cells`` written when the plan's ``terms`` entry, one of ``fingerprints``,
+    was part of every cell's; a terms cell's only if it selected the terms it has now. Returns
+    how many were rewritten. Markers of another identity are left for the runner to refuse.
+    """
+    carried = 0
+    for cell in cells:
+        path = output / cell.folder / MARKER
+        try:
+            marker = json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue
+        identity = cell_digest(shared, cell)
+        if marker.get("identity") in (None, identity):  # none: older still, the runner's to read
+            continue
+        held = [cell.inputs["terms"]] if "terms" in cell.inputs else fingerprints
+        former = {plan_digest({"plan": {**shared, "terms": terms}, "cell": dict(cell.coordinates)}) for terms in held}
+        if marker["identity"] in former:
+            write_json(path, {**marker, "identity": identity})
+            carried += 1
+    return carried
