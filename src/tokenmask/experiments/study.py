@@ -145,11 +145,11 @@ class StudyConfig:
                 raise ValueError(f"--objectives rtd: {error}") from None
         elif (changed := changed_detection_setting(self.base)) is not None:
             raise ValueError(f"{changed} is a setting of replaced-token detection: add rtd to --objectives, or leave it out")
-        longest, blocks = self.downstream.finetune_max_length, self.base.blocks.max_length
-        if self.downstream.enabled and longest is not None and longest > blocks and not self.base.init:
+        if self.longer_finetuning is not None and not self.base.init:
+            blocks = self.base.blocks.max_length
             raise ValueError(
-                f"--finetune-max-length {longest}: the models a study builds from --preset have positions for "
-                f"--max-length {blocks} tokens; give at most {blocks}, or a longer --max-length"
+                f"--finetune-max-length {self.longer_finetuning}: the models a study builds from --preset have positions "
+                f"for --max-length {blocks} tokens; give at most {blocks}, or a longer --max-length"
             )
         loop = self.base.loop
         if self.snapshots and (loop.max_time is not None or not (loop.max_tokens or loop.max_steps)):
@@ -161,6 +161,13 @@ class StudyConfig:
     @property
     def output(self) -> Path:
         return Path(self.base.loop.output)
+
+    @property
+    def longer_finetuning(self) -> int | None:
+        """``--finetune-max-length`` where it is longer than the pre-training blocks (None
+        elsewhere): the models need positions the pre-training cells' own check does not cover."""
+        longest = self.downstream.finetune_max_length if self.downstream.enabled else None
+        return longest if longest is not None and longest > self.base.blocks.max_length else None
 
     @property
     def snapshots(self) -> tuple[float, ...]:
@@ -401,9 +408,8 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
         from tokenmask.recipes.detection import check_detector_start
 
         check_detector_start(start)  # before any cell runs: the masked-LM cells come first
-    longest = config.downstream.finetune_max_length
-    if start is not None and config.downstream.enabled and longest is not None and longest > base.blocks.max_length:
-        check_finetune_length(start, base, longest)  # before any cell runs (the pre-training cells check --max-length)
+    if start is not None and config.longer_finetuning is not None:
+        check_finetune_length(start, base, config.longer_finetuning)  # before any cell runs
     run = SweepRun(config.output, resume=config.base.loop.resume, jobs=config.jobs)
     record = check_folder(config.output, StudyExperiment(config), resume=run.continues)  # before terms.txt is written there
     recorded = record["plan"].get("terms") if record is not None else None
