@@ -225,6 +225,28 @@ def test_a_resumed_study_adds_and_drops_the_terms_cells_and_keeps_the_others(cor
     assert markers(output) == both
 
 
+def test_terms_dropped_and_added_again_must_be_the_terms_the_cells_selected(corpus_and_tokenizer, tmp_path, capsys, one_thread):
+    corpus, tokenizer = corpus_and_tokenizer
+    output, mine, other = tmp_path / "study", tmp_path / "mine.txt", tmp_path / "other.txt"
+    mine.write_text("king\nlord\n")
+    other.write_text("queen\n")
+    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
+    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = "token,terms", "0.3"
+    argv[argv.index("--max-steps") + 1] = "2"
+    assert main([*argv, "--terms-file", str(mine)]) == 0
+    assert (output / "terms.txt").read_text() == "king\nlord\n"  # kept beside the cells
+    both = markers(output)
+    argv[argv.index("--strategies") + 1] = "token"
+    assert main([*argv, "--resume"]) == 0  # dropped: the record's plan holds no terms now
+    argv[argv.index("--strategies") + 1] = "token,terms"
+    capsys.readouterr()
+    assert main([*argv, "--resume", "--terms-file", str(other)]) == 2
+    assert f"{other} holds other terms than the 'terms' cells of {output} selected first" in capsys.readouterr().err
+    assert main([*argv, "--resume"]) == 0  # without the file: the copy, the same terms
+    assert "2 finished before, kept" in " ".join(capsys.readouterr().out.split())
+    assert markers(output) == both and (output / "terms.txt").read_text() == "king\nlord\n"
+
+
 def test_a_terms_study_recorded_before_cells_had_inputs_resumes(corpus_and_tokenizer, tmp_path, capsys, one_thread):
     """Before cells had inputs, the terms file's fingerprint was in every cell's identity: the plan's
     shared part (the growing axes out) with its ``terms`` entry in."""

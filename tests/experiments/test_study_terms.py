@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tokenmask.experiments.plan import Cell, cell_digest, plan_digest
-from tokenmask.experiments.study_grid import terms_fingerprint
+from tokenmask.experiments.plan import Cell, cell_digest, plan_digest, shared_part
+from tokenmask.experiments.study import StudyConfig, StudyExperiment
+from tokenmask.experiments.study_grid import StudyGrid, terms_fingerprint
 from tokenmask.experiments.study_terms import carry_over_markers, study_terms
 from tokenmask.recipes.config import PretrainConfig
+from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter
 
 SHARED = {"grid": {"rates": [0.3]}, "settings": {"lr": 0.001}}
@@ -57,16 +59,44 @@ def test_a_cell_without_inputs_keeps_the_identity_cells_had_before_inputs():
     assert cell_digest(SHARED, cell) == plan_digest({"plan": SHARED, "cell": {"strategy": "token", "seed": 0}})
 
 
-def test_a_resumed_study_may_not_change_its_terms(tmp_path):
+def test_markers_written_by_tokenmask_before_cells_had_inputs_are_carried_over(tmp_path):
+    """Identities computed by tokenmask at 33d69b5 (the terms fingerprint in every cell's): for
+    this config they were ee27… (token) and 085a… (terms)."""
+    terms = tmp_path / "terms.txt"
+    terms.write_text("thou\nthee\n")
+    config = StudyConfig(
+        base=PretrainConfig(loop=LoopConfig(output="o", max_steps=8)), grid=StudyGrid(("token", "terms"), (0.15,)),
+        terms_file=str(terms),
+    )  # fmt: skip
+    experiment = StudyExperiment(config)
+    assert experiment.plan()["terms"] == "8036b561f8116df0"
+    token, terms_cell = experiment.cells()
+    paths = [write_marker(tmp_path, token, "ee2700dd1c979212"), write_marker(tmp_path, terms_cell, "085a73bc6a692977")]
+    shared = shared_part(experiment)
+    assert carry_over_markers(tmp_path, experiment.cells(), shared, {"8036b561f8116df0"}) == 2
+    assert [json.loads(path.read_text())["identity"] for path in paths] == [
+        cell_digest(shared, token),
+        cell_digest(shared, terms_cell),
+    ]
+
+
+def test_the_terms_given_are_kept_in_the_output_and_a_resumed_study_may_not_change_them(tmp_path):
     given = tmp_path / "mine.txt"
     given.write_text("thou\nthee\n")
-    recorded = terms_fingerprint(str(given))
     output = tmp_path / "study"
-    assert study_terms(output, str(given), recorded, PretrainConfig(), QuietReporter()) == (given, False)
-    assert study_terms(output, str(given), None, PretrainConfig(), QuietReporter()) == (given, False)  # terms added now
-    given.write_text("thou\nthee\nthy\n")
-    with pytest.raises(ValueError, match=r"mine.txt holds other terms than the 'terms' cells of .*study selected first"):
-        study_terms(output, str(given), recorded, PretrainConfig(), QuietReporter())
+    kept = output / "terms.txt"
+    assert study_terms(output, str(given), None, PretrainConfig(), QuietReporter()) == (given, kept)  # copied
+    assert kept.read_text() == "thou\nthee\n"
+    assert study_terms(output, str(given), terms_fingerprint(str(given)), PretrainConfig(), QuietReporter()) == (given, None)
+    assert study_terms(output, None, None, PretrainConfig(), QuietReporter()) == (kept, None)  # given no more: the copy
+    other = tmp_path / "other.txt"
+    other.write_text("thou\nthee\nthy\n")
+    for recorded in (None, terms_fingerprint(str(given))):  # the copy says so even where the record has no terms now
+        with pytest.raises(ValueError, match=r"other.txt holds other terms than the 'terms' cells of .*study selected first"):
+            study_terms(output, str(other), recorded, PretrainConfig(), QuietReporter())
+    kept.unlink()  # a study recorded before the copy was kept: the record's fingerprint alone
     with pytest.raises(ValueError, match="a file given with --terms-file first: give it again"):
-        study_terms(output, None, recorded, PretrainConfig(), QuietReporter())
-    assert not output.exists()
+        study_terms(output, None, terms_fingerprint(str(given)), PretrainConfig(), QuietReporter())
+    with pytest.raises(ValueError, match="other.txt holds other terms"):
+        study_terms(output, str(other), terms_fingerprint(str(given)), PretrainConfig(), QuietReporter())
+    assert not kept.exists()

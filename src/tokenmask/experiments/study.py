@@ -44,6 +44,7 @@ from tokenmask.experiments.study_grid import (
     DEFAULT_CELL_TOKENS,
     GRID_KEYS,
     TERMS,
+    TERMS_FILE,
     StudyGrid,
     baseline_cells,
     cell_config,
@@ -180,7 +181,7 @@ class StudyConfig:
         first = self.base.loop.seed
         sources = self.grid.cells(first)
         if TERMS in self.grid.strategies:  # the terms they mask first make their models, and their fine-tunings'
-            inputs = {"terms": terms_fingerprint(self.terms_file) or ""}
+            inputs = {"terms": terms_fingerprint(self.terms_file) or ""}  # "": none yet (run_study finds them first)
             sources = [replace(c, inputs=inputs) if c.coordinates["strategy"] == TERMS else c for c in sources]
         if not self.downstream.enabled:
             return sources
@@ -396,7 +397,7 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
 
     Raises:
         ValueError: an OUTPUT that holds another study (or a run), or ``resume`` on a study of
-            another plan; all before anything is written. The errors of the cells (bad input
+            another plan, or whose terms cells selected other terms; all before anything is written. The errors of the cells (bad input
             refused by the first cell of a new study leaves no ``study.json`` behind).
         Interrupted: SIGINT or SIGTERM (the running cells saved a checkpoint first).
     """
@@ -415,16 +416,17 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
     recorded = record["plan"].get("terms") if record is not None else None
     found = None
     if TERMS in config.grid.strategies:
-        path, fresh = study_terms(config.output, config.terms_file, recorded, config.base, reporter)
-        config, found = replace(config, terms_file=str(path)), path if fresh else None
-    if record is not None:
+        path, found = study_terms(config.output, config.terms_file, recorded, config.base, reporter)
+        config = replace(config, terms_file=str(path))
+    if record is not None:  # markers of an earlier tokenmask's identities, given today's (what they say is unchanged)
         experiment = StudyExperiment(config)
-        fingerprints = {terms for terms in (recorded, terms_fingerprint(config.terms_file)) if terms is not None}
+        kept = terms_fingerprint(str(config.output / TERMS_FILE))
+        fingerprints = {terms for terms in (recorded, terms_fingerprint(config.terms_file), kept) if terms is not None}
         carry_over_markers(config.output, experiment.cells(), shared_part(experiment), fingerprints)
     try:
         study = run_sweep(StudyExperiment(config), run, reporter, command=command)
     except (ValueError, OSError):
-        if found is not None and not (config.output / STUDY_FILE).exists():  # refused at its start: the next try finds them again
+        if found is not None and not (config.output / STUDY_FILE).exists():  # refused at its start: the next try writes it again
             found.unlink(missing_ok=True)
         raise
     if study.get("best_model"):

@@ -38,7 +38,8 @@ TERMS = "terms"
 ``whole_word`` with ``mask_terms`` set to the study's terms file."""
 
 TERMS_FILE = "terms.txt"
-"""OUTPUT/terms.txt: the domain terms a study found for its :data:`TERMS` cells."""
+"""OUTPUT/terms.txt: the terms a study's :data:`TERMS` cells select first (found in its corpus, or
+a copy of the file given)."""
 
 OBJECTIVES = ("mlm", "rtd")
 """The pre-training objectives a grid may cross: masked LM, replaced-token detection (ELECTRA)."""

@@ -10,6 +10,7 @@ it in every cell's identity: :func:`carry_over_markers` gives their markers toda
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,33 +25,42 @@ from tokenmask.train.job import Reporter
 
 def study_terms(
     output: Path, given: str | None, recorded: str | None, base: PretrainConfig, reporter: Reporter
-) -> tuple[Path, bool]:
-    """The terms file of a study's terms cells, and whether it was found just now.
+) -> tuple[Path, Path | None]:
+    """The terms file of a study's terms cells, and the file written just now (None if none).
 
-    ``given`` (``--terms-file``), else ``OUTPUT/terms.txt``: kept from an earlier start, or
-    found in ``base``'s corpus now and written there. ``recorded``: the fingerprint of the terms
-    the study's record says its terms cells selected (None: a new study, or one without them).
+    ``given`` (``--terms-file``, copied to ``OUTPUT/terms.txt`` the first time), else
+    ``OUTPUT/terms.txt``: kept from an earlier start, or found in ``base``'s corpus now and
+    written there. So ``OUTPUT/terms.txt`` holds the terms the cells select first, whether the
+    strategy is in the plan or was dropped from it for a while. ``recorded``: the fingerprint
+    the study's record holds (None: a new study, or one without terms cells now), which a study
+    recorded before the copy was kept has alone.
 
     Raises:
-        ValueError: a resumed study whose terms cells selected other terms (another file
-            given, ``terms.txt`` changed, or the file given before left out), before anything is
+        ValueError: a resumed study whose terms cells selected other terms (another file given,
+            ``terms.txt`` changed, or the file given before left out), before anything is
             written; a corpus that cannot be read or holds no term.
     """
-    path = Path(given) if given is not None else output / TERMS_FILE
-    if given is None and not path.exists():
+    kept = output / TERMS_FILE
+    path = Path(given) if given is not None else kept
+    if given is None and not kept.exists():
         if recorded is not None:
             raise ValueError(
                 f"--resume: the '{TERMS}' cells of {output} selected the terms of a file given with --terms-file first: "
                 "give it again"
             )
-        domain_terms(base, path, reporter)
-        return path, True
-    if recorded is not None and terms_fingerprint(str(path)) != recorded:
+        domain_terms(base, kept, reporter)
+        return kept, kept
+    held = {terms for terms in (recorded, terms_fingerprint(str(kept))) if terms is not None}
+    if held and held != {terms_fingerprint(str(path))}:
         raise ValueError(
             f"--resume: {path} holds other terms than the '{TERMS}' cells of {output} selected first: give theirs "
-            "with --terms-file, or choose another --output"
+            f"({kept}) with --terms-file, or choose another --output"
         )
-    return path, False
+    if kept.exists():
+        return path, None
+    kept.parent.mkdir(parents=True, exist_ok=True)  # the given file's copy: its terms, whatever becomes of the file
+    shutil.copyfile(path, kept)
+    return path, kept
 
 
 def carry_over_markers(output: Path, cells: Sequence[Cell], shared: Mapping[str, Any], fingerprints: Collection[str]) -> int:
