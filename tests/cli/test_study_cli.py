@@ -164,12 +164,18 @@ def test_a_study_replays_from_its_config_yaml(corpus_and_tokenizer, tmp_path, ca
     assert cell["common"] == json.loads((first / "study.json").read_text())["cells"][0]["common"]  # the same run again
 
 
+def two_step_argv(corpus: Path, tokenizer: Path, output: Path, strategies: str) -> list[str]:
+    """A study of ``strategies`` at 30%, 2 steps a cell, no forecast: for the tests of what resumes keep."""
+    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
+    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = strategies, "0.3"
+    argv[argv.index("--max-steps") + 1] = "2"
+    return argv
+
+
 def test_terms_cells_mask_the_terms_found_in_the_corpus_kept_for_the_resumes(corpus_and_tokenizer, tmp_path, capsys, one_thread):
     corpus, tokenizer = corpus_and_tokenizer
     output = tmp_path / "study"
-    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
-    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = "terms", "0.3"
-    argv[argv.index("--max-steps") + 1] = "2"
+    argv = two_step_argv(corpus, tokenizer, output, "terms")
     assert main(argv) == 0
     found = (output / "terms.txt").read_text().split("\n")
     printed = " ".join(capsys.readouterr().out.split())
@@ -199,9 +205,7 @@ def markers(output: Path) -> dict[str, str]:
 def test_a_resumed_study_adds_and_drops_the_terms_cells_and_keeps_the_others(corpus_and_tokenizer, tmp_path, capsys, one_thread):
     corpus, tokenizer = corpus_and_tokenizer
     output = tmp_path / "study"
-    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
-    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = "token", "0.3"
-    argv[argv.index("--max-steps") + 1] = "2"
+    argv = two_step_argv(corpus, tokenizer, output, "token")
     assert main(argv) == 0
     token = markers(output)
     argv[argv.index("--strategies") + 1] = "token,terms"
@@ -230,9 +234,7 @@ def test_terms_dropped_and_added_again_must_be_the_terms_the_cells_selected(corp
     output, mine, other = tmp_path / "study", tmp_path / "mine.txt", tmp_path / "other.txt"
     mine.write_text("king\nlord\n")
     other.write_text("queen\n")
-    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
-    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = "token,terms", "0.3"
-    argv[argv.index("--max-steps") + 1] = "2"
+    argv = two_step_argv(corpus, tokenizer, output, "token,terms")
     assert main([*argv, "--terms-file", str(mine)]) == 0
     assert (output / "terms.txt").read_text() == "king\nlord\n"  # kept beside the cells
     both = markers(output)
@@ -252,9 +254,7 @@ def test_a_terms_study_recorded_before_cells_had_inputs_resumes(corpus_and_token
     shared part (the growing axes out) with its ``terms`` entry in."""
     corpus, tokenizer = corpus_and_tokenizer
     output = tmp_path / "study"
-    argv = study_argv(corpus, tokenizer, output, "--no-estimate")
-    argv[argv.index("--strategies") + 1], argv[argv.index("--rates") + 1] = "token,terms", "0.3"
-    argv[argv.index("--max-steps") + 1] = "2"
+    argv = two_step_argv(corpus, tokenizer, output, "token,terms")
     assert main(argv) == 0
     config = study_config({**yaml.safe_load((output / "config.yaml").read_text()), "terms_file": str(output / "terms.txt")})
     experiment = StudyExperiment(config)
