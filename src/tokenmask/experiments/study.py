@@ -397,8 +397,9 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
 
     Raises:
         ValueError: an OUTPUT that holds another study (or a run), or ``resume`` on a study of
-            another plan, or whose terms cells selected other terms; all before anything is written. The errors of the cells (bad input
-            refused by the first cell of a new study leaves no ``study.json`` behind).
+            another plan, or whose terms cells selected other terms; all before anything is
+            written. The errors of the cells (bad input refused by the first cell of a new study
+            leaves no ``study.json`` behind).
         Interrupted: SIGINT or SIGTERM (the running cells saved a checkpoint first).
     """
     from tokenmask.recipes.pretrain import pin_revision
