@@ -1,17 +1,17 @@
-"""The terms of a study's terms cells across resumes: the refusals, and markers of studies
+"""The terms of a study's terms cells across resumes: the refusals, and the identities of cells
 recorded when the terms were part of every cell's identity."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import shutil
+from dataclasses import replace
 
 import pytest
 
-from tokenmask.experiments.plan import Cell, cell_digest, plan_digest, shared_part
+from tokenmask.experiments.plan import Cell, cell_digest, plan_digest
 from tokenmask.experiments.study import StudyConfig, StudyExperiment
 from tokenmask.experiments.study_grid import StudyGrid, terms_fingerprint
-from tokenmask.experiments.study_terms import carry_over_markers, study_terms
+from tokenmask.experiments.study_terms import former_identities, study_terms
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter
@@ -24,34 +24,14 @@ def former(cell: Cell, terms: str) -> str:
     return plan_digest({"plan": {**SHARED, "terms": terms}, "cell": dict(cell.coordinates)})
 
 
-def write_marker(root: Path, cell: Cell, identity: str) -> Path:
-    path = root / cell.folder / "cell.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"name": cell.name, "loss": 1.5, "identity": identity}))
-    return path
-
-
-def test_markers_of_the_former_identity_are_carried_over_a_terms_cells_only_for_its_own_terms(tmp_path):
+def test_former_identities_hold_every_fingerprint_but_a_terms_cells_own_terms_only():
     token = Cell("token", "cells/token", {"strategy": "token", "seed": 0})
-    terms_a = Cell("terms-a", "cells/terms-a", {"strategy": "terms", "seed": 0}, inputs={"terms": "aaaa"})
-    terms_b = Cell("terms-b", "cells/terms-b", {"strategy": "terms", "seed": 1}, inputs={"terms": "aaaa"})
-    stranger = Cell("stranger", "cells/stranger", {"strategy": "span", "seed": 0})
-    unfinished = Cell("unfinished", "cells/unfinished", {"strategy": "pmi", "seed": 0})
-    paths = {
-        "token": write_marker(tmp_path, token, former(token, "bbbb")),  # the terms did not make it: any recorded terms
-        "terms-a": write_marker(tmp_path, terms_a, former(terms_a, "aaaa")),  # the terms it selects now
-        "terms-b": write_marker(tmp_path, terms_b, former(terms_b, "bbbb")),  # other terms: another model
-        "stranger": write_marker(tmp_path, stranger, "0123456789abcdef"),  # another sweep's
+    terms = Cell("terms", "cells/terms", {"strategy": "terms", "seed": 0}, inputs={"terms": "aaaa"})
+    assert former_identities([token, terms], SHARED, {"aaaa", "bbbb"}) == {
+        "token": {former(token, "aaaa"), former(token, "bbbb")},  # the terms did not make it: any the study had
+        "terms": {former(terms, "aaaa")},  # other terms made another model
     }
-    texts = {name: path.read_text() for name, path in paths.items()}
-    cells = [token, terms_a, terms_b, stranger, unfinished]
-    assert carry_over_markers(tmp_path, cells, SHARED, {"aaaa", "bbbb"}) == 2
-    marker = json.loads(paths["token"].read_text())
-    assert marker == {"name": "token", "loss": 1.5, "identity": cell_digest(SHARED, token)}
-    assert json.loads(paths["terms-a"].read_text())["identity"] == cell_digest(SHARED, terms_a)
-    assert cell_digest(SHARED, terms_a) != plan_digest({"plan": SHARED, "cell": dict(terms_a.coordinates)})  # inputs count
-    assert (paths["terms-b"].read_text(), paths["stranger"].read_text()) == (texts["terms-b"], texts["stranger"])
-    assert carry_over_markers(tmp_path, cells, SHARED, {"aaaa", "bbbb"}) == 0  # carried once
+    assert cell_digest(SHARED, terms) != former(terms, "aaaa") != plan_digest({"plan": SHARED, "cell": dict(terms.coordinates)})
 
 
 def test_a_cell_without_inputs_keeps_the_identity_cells_had_before_inputs():
@@ -59,25 +39,26 @@ def test_a_cell_without_inputs_keeps_the_identity_cells_had_before_inputs():
     assert cell_digest(SHARED, cell) == plan_digest({"plan": SHARED, "cell": {"strategy": "token", "seed": 0}})
 
 
-def test_markers_written_by_tokenmask_before_cells_had_inputs_are_carried_over(tmp_path):
+def test_the_study_accepts_the_identities_tokenmask_gave_its_cells_before_cells_had_inputs(tmp_path):
     """Identities computed by tokenmask at 33d69b5 (the terms fingerprint in every cell's): for
-    this config they were ee27… (token) and 085a… (terms)."""
+    this config they were ee27… (token) and 085a… (terms); the record or the kept copy names the terms."""
     terms = tmp_path / "terms.txt"
     terms.write_text("thou\nthee\n")
     config = StudyConfig(
-        base=PretrainConfig(loop=LoopConfig(output="o", max_steps=8)), grid=StudyGrid(("token", "terms"), (0.15,)),
-        terms_file=str(terms),
+        base=PretrainConfig(loop=LoopConfig(output=str(tmp_path / "o"), max_steps=8)),
+        grid=StudyGrid(("token", "terms"), (0.15,)), terms_file=str(terms),
     )  # fmt: skip
     experiment = StudyExperiment(config)
-    assert experiment.plan()["terms"] == "8036b561f8116df0"
-    token, terms_cell = experiment.cells()
-    paths = [write_marker(tmp_path, token, "ee2700dd1c979212"), write_marker(tmp_path, terms_cell, "085a73bc6a692977")]
-    shared = shared_part(experiment)
-    assert carry_over_markers(tmp_path, experiment.cells(), shared, {"8036b561f8116df0"}) == 2
-    assert [json.loads(path.read_text())["identity"] for path in paths] == [
-        cell_digest(shared, token),
-        cell_digest(shared, terms_cell),
-    ]
+    record = {"plan": experiment.plan()}
+    assert record["plan"]["terms"] == "8036b561f8116df0"
+    former = experiment.former_identities(record)
+    assert "ee2700dd1c979212" in former["token-0.15-bert-seed0"] and "085a73bc6a692977" in former["terms-0.15-bert-seed0"]
+    token_only = StudyExperiment(replace(config, grid=StudyGrid(("token",), (0.15,)), terms_file=None))
+    assert token_only.former_identities(record) == {"token-0.15-bert-seed0": {"ee2700dd1c979212"}}  # terms dropped since
+    assert token_only.former_identities({"plan": token_only.plan()}) == {}  # nothing says which: none
+    (tmp_path / "o").mkdir()
+    shutil.copyfile(terms, tmp_path / "o" / "terms.txt")
+    assert token_only.former_identities({"plan": token_only.plan()}) == {"token-0.15-bert-seed0": {"ee2700dd1c979212"}}
 
 
 def test_the_terms_given_are_kept_in_the_output_and_a_resumed_study_may_not_change_them(tmp_path):

@@ -30,6 +30,8 @@ class Squares:
     numbers: tuple[int, ...] = (1, 2, 3)
     offset: int = 0
     fail: int | None = None
+    former: dict[str, set[str]] = field(default_factory=dict, compare=False)
+    refuse_input: bool = False
     ran: list[int] = field(default_factory=list, compare=False)
     kind: str = "squares"
     record_file: str = "squares.json"
@@ -49,7 +51,12 @@ class Squares:
             [Axis("n", self.numbers), Axis("seed", (0,))], name=lambda c: f"n{c['n']}", folder=lambda c: f"cells/n{c['n']}"
         )
 
+    def former_identities(self, record: Any) -> dict[str, set[str]]:
+        return self.former
+
     def load(self) -> int:
+        if self.refuse_input:
+            raise ValueError("the input is bad")
         return 10
 
     def introduce(self, loaded: int, finished: int) -> str:
@@ -147,6 +154,26 @@ def test_a_marker_from_before_cell_identities_counts_under_the_plan_it_was_writt
         run_sweep(Squares(), SweepRun(tmp_path, resume=True))
 
 
+def test_a_marker_of_a_former_identity_counts_once_the_input_has_loaded_and_is_given_todays(tmp_path):
+    experiment = Squares()
+    run_sweep(experiment, SweepRun(tmp_path))
+    marker = tmp_path / "cells" / "n2" / MARKER
+    today = json.loads(marker.read_text())
+    marker.write_text(json.dumps({**today, "identity": "0123456789abcdef"}))  # as an earlier tokenmask wrote it
+    written = marker.read_text()
+    with pytest.raises(ValueError, match="the input is bad"):
+        run_sweep(Squares(former={"n2": {"0123456789abcdef"}}, refuse_input=True), SweepRun(tmp_path, resume=True))
+    assert marker.read_text() == written  # refused first: the folder is as it was
+    with pytest.raises(ValueError, match="n2/cell.json was written by a sweep of another plan"):
+        run_sweep(Squares(former={"n1": {"0123456789abcdef"}}), SweepRun(tmp_path, resume=True))  # another cell's
+    again = Squares(former={"n2": {"0123456789abcdef"}})
+    record = run_sweep(again, SweepRun(tmp_path, resume=True))
+    assert again.ran == [] and record["complete"] and "older_plans" not in record
+    assert json.loads(marker.read_text()) == today  # today's identity from now on
+    plain = Squares()
+    assert run_sweep(plain, SweepRun(tmp_path, resume=True))["complete"] and plain.ran == []  # no former identity needed now
+
+
 def test_a_new_sweep_refused_by_its_first_cell_leaves_no_record(tmp_path):
     with pytest.raises(ValueError, match="cell n1 refused"):
         run_sweep(Squares(fail=1), SweepRun(tmp_path))
@@ -213,6 +240,9 @@ class Chain:
 
     def cells(self) -> list[Cell]:
         return [Cell("first", "first", {"n": 1}), Cell("second", "second", {"n": 2}, after=("first",))]
+
+    def former_identities(self, record: Any) -> dict[str, set[str]]:
+        return {}
 
     def load(self) -> None:
         return None

@@ -41,12 +41,15 @@ MARKER = "cell.json"
 _LOCK = ".lock"
 
 
-def read_marker(folder: Path, identity: str, *, earlier: Collection[str] = ()) -> dict[str, Any] | None:
+def read_marker(
+    folder: Path, identity: str, *, earlier: Collection[str] = (), former: Collection[str] = ()
+) -> dict[str, Any] | None:
     """The result of the cell of ``identity`` (:func:`~tokenmask.experiments.plan.cell_digest`)
     finished in ``folder`` (``folder/cell.json``), or None if it has not finished.
 
     ``earlier``: the digests of the whole plans the sweep ran under; a marker written before
-    markers carried the cell's identity carries one of those instead.
+    markers carried the cell's identity carries one of those instead. ``former``: identities
+    an earlier tokenmask gave the same cell (:meth:`~tokenmask.experiments.plan.Experiment.former_identities`).
 
     Raises:
         ValueError: the cell finished under other settings (a folder left by another sweep).
@@ -58,7 +61,7 @@ def read_marker(folder: Path, identity: str, *, earlier: Collection[str] = ()) -
         result = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:  # written atomically, so only a hand-edited file: run the cell again
         return None
-    valid = result["identity"] == identity if "identity" in result else result.get("plan") in earlier
+    valid = result["identity"] in (identity, *former) if "identity" in result else result.get("plan") in earlier
     if not valid:
         raise ValueError(f"{path} was written by a sweep of another plan: choose another --output")
     return result

@@ -237,6 +237,10 @@ class CompareExperiment:
         )
         return cross(axes, name=cell_name, folder=cell_name)
 
+    def former_identities(self, record: Mapping[str, Any]) -> dict[str, set[str]]:
+        """``{}``: a comparison's cell identities never changed."""
+        return {}
+
     def load(self) -> CompareData:
         """The data every run draws its sample and its sets from, read and encoded once."""
         return load_compare_data(self.config.base)

@@ -51,7 +51,7 @@ from tokenmask.experiments.study_grid import (
     terms_fingerprint,
 )
 from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
-from tokenmask.experiments.study_terms import carry_over_markers, study_terms
+from tokenmask.experiments.study_terms import former_identities, study_terms
 from tokenmask.experiments.sweep import check_folder, run_sweep
 from tokenmask.experiments.tuning import SCORED_METRICS, tune_and_score
 from tokenmask.files import write_json
@@ -255,6 +255,15 @@ class StudyExperiment:
     def cells(self) -> list[Cell]:
         return self.config.cells()
 
+    def former_identities(self, record: Mapping[str, Any]) -> dict[str, set[str]]:
+        """Each cell's identity when the terms fingerprint was in every cell's (tokenmask before
+        cells had inputs), for each fingerprint this study's terms ever had: the record's, and
+        the terms file's (the copy in OUTPUT says which, even after the record dropped them)."""
+        kept = str(self.config.output / TERMS_FILE)
+        held = (record["plan"].get("terms"), terms_fingerprint(self.config.terms_file), terms_fingerprint(kept))
+        fingerprints = {terms for terms in held if terms is not None}
+        return former_identities(self.cells(), shared_part(self), fingerprints) if fingerprints else {}
+
     def load(self) -> CompareData | None:
         """The fine-tuning data, read and encoded once (None without ``--finetune``): bad data
         fails here, before anything is written. Pre-training cells read their corpus as a
@@ -419,11 +428,6 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter(), *, comm
     if TERMS in config.grid.strategies:
         path, found = study_terms(config.output, config.terms_file, recorded, config.base, reporter)
         config = replace(config, terms_file=str(path))
-    if record is not None:  # markers of an earlier tokenmask's identities, given today's (what they say is unchanged)
-        experiment = StudyExperiment(config)
-        kept = terms_fingerprint(str(config.output / TERMS_FILE))
-        fingerprints = {terms for terms in (recorded, terms_fingerprint(config.terms_file), kept) if terms is not None}
-        carry_over_markers(config.output, experiment.cells(), shared_part(experiment), fingerprints)
     try:
         study = run_sweep(StudyExperiment(config), run, reporter, command=command)
     except (ValueError, OSError):

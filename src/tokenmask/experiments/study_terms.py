@@ -4,21 +4,18 @@ Given with ``--terms-file``, or found once in the pre-training corpus and kept i
 ``OUTPUT/terms.txt``. Their fingerprint is part of the identity of the terms cells and of their
 fine-tunings only (:attr:`~tokenmask.experiments.plan.Cell.inputs`), so a resumed study may add
 or drop the terms cells and keep every other cell. Studies recorded by an earlier tokenmask held
-it in every cell's identity: :func:`carry_over_markers` gives their markers today's identities.
+it in every cell's identity: :func:`former_identities` lists those, which the runner accepts.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenmask.experiments.cells import MARKER
-from tokenmask.experiments.plan import Cell, cell_digest, plan_digest
+from tokenmask.experiments.plan import Cell, plan_digest
 from tokenmask.experiments.study_grid import TERMS, TERMS_FILE, domain_terms, terms_fingerprint
-from tokenmask.files import write_json
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.train.job import Reporter
 
@@ -63,25 +60,17 @@ def study_terms(
     return path, kept
 
 
-def carry_over_markers(output: Path, cells: Sequence[Cell], shared: Mapping[str, Any], fingerprints: Collection[str]) -> int:
-    """Give today's identity (:func:`~tokenmask.experiments.plan.cell_digest` of ``shared``)
-    to the markers of ``cells`` written when the plan's ``terms`` entry, one of ``fingerprints``,
-    was part of every cell's; a terms cell's only if it selected the terms it has now. Returns
-    how many were rewritten. Markers of another identity are left for the runner to refuse.
+def former_identities(cells: Sequence[Cell], shared: Mapping[str, Any], fingerprints: Collection[str]) -> dict[str, set[str]]:
+    """The identities ``cells`` had when the plan's ``terms`` entry, one of ``fingerprints``, was
+    part of every cell's (:func:`~tokenmask.experiments.plan.cell_digest` of ``shared`` with it,
+    and without inputs), by cell name; a terms cell's only for the terms it selects now (other
+    terms made another model).
+
+    Cells ``token`` and ``terms`` selecting terms ``"aaaa"``, with fingerprints
+    ``{"aaaa", "bbbb"}``: ``{"token": {<with aaaa>, <with bbbb>}, "terms": {<with aaaa>}}``.
     """
-    carried = 0
+    former = {}
     for cell in cells:
-        path = output / cell.folder / MARKER
-        try:
-            marker = json.loads(path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            continue
-        identity = cell_digest(shared, cell)
-        if marker.get("identity") in (None, identity):  # none: older still, the runner's to read
-            continue
         held = [cell.inputs["terms"]] if "terms" in cell.inputs else fingerprints
-        former = {plan_digest({"plan": {**shared, "terms": terms}, "cell": dict(cell.coordinates)}) for terms in held}
-        if marker["identity"] in former:
-            write_json(path, {**marker, "identity": identity})
-            carried += 1
-    return carried
+        former[cell.name] = {plan_digest({"plan": {**shared, "terms": terms}, "cell": dict(cell.coordinates)}) for terms in held}
+    return former

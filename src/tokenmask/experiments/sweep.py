@@ -8,8 +8,9 @@ Every experiment (the study, the augmentation comparison) is an
 - **one resume rule**: ``OUTPUT/<record>`` holds the plan; a resumed sweep must have the same
   one (:func:`plan_differences` names what differs) but for the values of the axes it may grow
   (more seeds, another label budget: the experiment's ``growing`` entries); finished cells are
-  read back, an interrupted one continues (its runs resume from their checkpoints), the others
-  start;
+  read back (markers of an earlier tokenmask's identities given today's, once what every cell
+  needs has loaded), an interrupted one continues (its runs resume from their checkpoints), the
+  others start;
 - **one finished-cell marker**, **jobs** and **one relay** of progress: how cells run
   (:mod:`tokenmask.experiments.cells`): ``<cell folder>/cell.json`` written last and
   atomically, carrying the cell's identity (its coordinates and the plan's shared part);
@@ -56,13 +57,15 @@ def run_sweep(
     continued = check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
     loaded = experiment.load()
     shared, earlier, older, results = shared_part(experiment), _older_plans(experiment, continued), [], {}
+    former = experiment.former_identities(continued) if continued is not None else {}
     for cell in cells if run.continues else ():
         identity = cell_digest(shared, cell)
-        done = read_marker(output / cell.folder, identity, earlier=earlier)
-        if done is not None and done.get("identity") != identity:  # an older marker: it counts from now on whatever the plan
+        done = read_marker(output / cell.folder, identity, earlier=earlier, former=former.get(cell.name, ()))
+        if done is not None and done.get("identity") != identity:  # older, or a former identity: today's from now on
+            if "identity" not in done:
+                older = earlier  # others may be in cells this plan leaves out, for a later resume to find
             done = {key: value for key, value in done.items() if key != "plan"} | {"identity": identity}
             write_json(output / cell.folder / MARKER, done)
-            older = earlier  # others may be in cells this plan leaves out, for a later resume to find
         if done is not None:
             results[cell.name] = done
     older = older or earlier[:-1]  # those the record kept already
