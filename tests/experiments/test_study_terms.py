@@ -11,7 +11,7 @@ import pytest
 from tokenmask.experiments.plan import Cell, cell_digest, plan_digest
 from tokenmask.experiments.study import StudyConfig, StudyExperiment
 from tokenmask.experiments.study_grid import StudyGrid, terms_fingerprint
-from tokenmask.experiments.study_terms import former_identities, study_terms
+from tokenmask.experiments.study_terms import identities_with_terms, study_terms
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter
@@ -27,7 +27,7 @@ def former(cell: Cell, terms: str) -> str:
 def test_former_identities_hold_every_fingerprint_but_a_terms_cells_own_terms_only():
     token = Cell("token", "cells/token", {"strategy": "token", "seed": 0})
     terms = Cell("terms", "cells/terms", {"strategy": "terms", "seed": 0}, inputs={"terms": "aaaa"})
-    assert former_identities([token, terms], SHARED, {"aaaa", "bbbb"}) == {
+    assert identities_with_terms([token, terms], SHARED, {"aaaa", "bbbb"}) == {
         "token": {former(token, "aaaa"), former(token, "bbbb")},  # the terms did not make it: any the study had
         "terms": {former(terms, "aaaa")},  # other terms made another model
     }
@@ -52,7 +52,10 @@ def test_the_study_accepts_the_identities_tokenmask_gave_its_cells_before_cells_
     record = {"plan": experiment.plan()}
     assert record["plan"]["terms"] == "8036b561f8116df0"
     former = experiment.former_identities(record)
-    assert "ee2700dd1c979212" in former["token-0.15-bert-seed0"] and "085a73bc6a692977" in former["terms-0.15-bert-seed0"]
+    assert former == {"token-0.15-bert-seed0": {"ee2700dd1c979212"}, "terms-0.15-bert-seed0": {"085a73bc6a692977"}}
+    other = {"plan": {**record["plan"], "terms": "0123456789abcdef"}}  # terms the record held, not the cells' now
+    former = experiment.former_identities(other)
+    assert len(former["token-0.15-bert-seed0"]) == 2 and former["terms-0.15-bert-seed0"] == {"085a73bc6a692977"}
     token_only = StudyExperiment(replace(config, grid=StudyGrid(("token",), (0.15,)), terms_file=None))
     assert token_only.former_identities(record) == {"token-0.15-bert-seed0": {"ee2700dd1c979212"}}  # terms dropped since
     assert token_only.former_identities({"plan": token_only.plan()}) == {}  # nothing says which: none

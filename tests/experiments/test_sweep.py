@@ -166,6 +166,13 @@ def test_a_marker_of_a_former_identity_counts_once_the_input_has_loaded_and_is_g
     assert marker.read_text() == written  # refused first: the folder is as it was
     with pytest.raises(ValueError, match="n2/cell.json was written by a sweep of another plan"):
         run_sweep(Squares(former={"n1": {"0123456789abcdef"}}), SweepRun(tmp_path, resume=True))  # another cell's
+    third = tmp_path / "cells" / "n3" / MARKER
+    kept = third.read_text()
+    third.write_text(json.dumps({**json.loads(kept), "identity": "fedcba9876543210"}))  # another sweep's
+    with pytest.raises(ValueError, match="n3/cell.json was written by a sweep of another plan"):
+        run_sweep(Squares(former={"n2": {"0123456789abcdef"}}), SweepRun(tmp_path, resume=True))
+    assert marker.read_text() == written  # n3 refused: n2 not upgraded either
+    third.write_text(kept)
     again = Squares(former={"n2": {"0123456789abcdef"}})
     record = run_sweep(again, SweepRun(tmp_path, resume=True))
     assert again.ran == [] and record["complete"] and "older_plans" not in record

@@ -25,7 +25,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ _LOCK = ".lock"
 
 
 def read_marker(
-    folder: Path, identity: str, *, earlier: Collection[str] = (), former: Collection[str] = ()
+    folder: Path, identity: str, *, earlier: Collection[str] = (), former: Set[str] = frozenset()
 ) -> dict[str, Any] | None:
     """The result of the cell of ``identity`` (:func:`~tokenmask.experiments.plan.cell_digest`)
     finished in ``folder`` (``folder/cell.json``), or None if it has not finished.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -122,7 +122,7 @@ class Experiment(Protocol):
 
     def cells(self) -> list[Cell]: ...
 
-    def former_identities(self, record: Mapping[str, Any]) -> Mapping[str, Collection[str]]:
+    def former_identities(self, record: Mapping[str, Any]) -> Mapping[str, Set[str]]:
         """The identities an earlier tokenmask gave cells that are the same runs today, by cell
         name, for a sweep continuing ``record``: a marker carrying one counts, and is given the
         cell's identity of today. ``{}``: identities never changed."""

@@ -51,7 +51,7 @@ from tokenmask.experiments.study_grid import (
     terms_fingerprint,
 )
 from tokenmask.experiments.study_report import STUDY_FILE, write_study_report
-from tokenmask.experiments.study_terms import former_identities, study_terms
+from tokenmask.experiments.study_terms import identities_with_terms, study_terms
 from tokenmask.experiments.sweep import check_folder, run_sweep
 from tokenmask.experiments.tuning import SCORED_METRICS, tune_and_score
 from tokenmask.files import write_json
@@ -260,9 +260,9 @@ class StudyExperiment:
         cells had inputs), for each fingerprint this study's terms ever had: the record's, and
         the terms file's (the copy in OUTPUT says which, even after the record dropped them)."""
         kept = str(self.config.output / TERMS_FILE)
-        held = (record["plan"].get("terms"), terms_fingerprint(self.config.terms_file), terms_fingerprint(kept))
-        fingerprints = {terms for terms in held if terms is not None}
-        return former_identities(self.cells(), shared_part(self), fingerprints) if fingerprints else {}
+        candidates = (record["plan"].get("terms"), terms_fingerprint(self.config.terms_file), terms_fingerprint(kept))
+        fingerprints = {terms for terms in candidates if terms is not None}
+        return identities_with_terms(self.cells(), shared_part(self), fingerprints) if fingerprints else {}
 
     def load(self) -> CompareData | None:
         """The fine-tuning data, read and encoded once (None without ``--finetune``): bad data

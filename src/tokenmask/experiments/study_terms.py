@@ -4,7 +4,7 @@ Given with ``--terms-file``, or found once in the pre-training corpus and kept i
 ``OUTPUT/terms.txt``. Their fingerprint is part of the identity of the terms cells and of their
 fine-tunings only (:attr:`~tokenmask.experiments.plan.Cell.inputs`), so a resumed study may add
 or drop the terms cells and keep every other cell. Studies recorded by an earlier tokenmask held
-it in every cell's identity: :func:`former_identities` lists those, which the runner accepts.
+it in every cell's identity: :func:`identities_with_terms` lists those, which the runner accepts.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def study_terms(
     return path, kept
 
 
-def former_identities(cells: Sequence[Cell], shared: Mapping[str, Any], fingerprints: Collection[str]) -> dict[str, set[str]]:
+def identities_with_terms(cells: Sequence[Cell], shared: Mapping[str, Any], fingerprints: Collection[str]) -> dict[str, set[str]]:
     """The identities ``cells`` had when the plan's ``terms`` entry, one of ``fingerprints``, was
     part of every cell's (:func:`~tokenmask.experiments.plan.cell_digest` of ``shared`` with it,
     and without inputs), by cell name; a terms cell's only for the terms it selects now (other

@@ -57,17 +57,19 @@ def run_sweep(
     continued = check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
     loaded = experiment.load()
     shared, earlier, older, results = shared_part(experiment), _older_plans(experiment, continued), [], {}
-    former = experiment.former_identities(continued) if continued is not None else {}
+    former, upgraded = experiment.former_identities(continued) if continued is not None else {}, []
     for cell in cells if run.continues else ():
         identity = cell_digest(shared, cell)
-        done = read_marker(output / cell.folder, identity, earlier=earlier, former=former.get(cell.name, ()))
+        done = read_marker(output / cell.folder, identity, earlier=earlier, former=former.get(cell.name, frozenset()))
         if done is not None and done.get("identity") != identity:  # older, or a former identity: today's from now on
             if "identity" not in done:
                 older = earlier  # others may be in cells this plan leaves out, for a later resume to find
             done = {key: value for key, value in done.items() if key != "plan"} | {"identity": identity}
-            write_json(output / cell.folder / MARKER, done)
+            upgraded.append(cell)
         if done is not None:
             results[cell.name] = done
+    for cell in upgraded:  # once every marker was accepted: a refused one leaves the folder as it was
+        write_json(output / cell.folder / MARKER, results[cell.name])
     older = older or earlier[:-1]  # those the record kept already
     reporter.message(experiment.introduce(loaded, len(results)))
     grown = plan_differences(continued["plan"], experiment.plan()) if continued is not None else ""
