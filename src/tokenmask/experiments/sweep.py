@@ -57,7 +57,8 @@ def run_sweep(
     continued = check_folder(output, experiment, resume=run.continues, overwrite=run.overwrite)
     loaded = experiment.load()
     shared, earlier, older, results = shared_part(experiment), _older_plans(experiment, continued), [], {}
-    former, upgraded = experiment.former_identities(continued) if continued is not None else {}, []
+    former = experiment.former_identities(continued) if continued is not None else {}
+    upgraded: list[Cell] = []  # markers given today's identity, written once every marker is read
     for cell in cells if run.continues else ():
         identity = cell_digest(shared, cell)
         done = read_marker(output / cell.folder, identity, earlier=earlier, former=former.get(cell.name, frozenset()))
@@ -68,7 +69,7 @@ def run_sweep(
             upgraded.append(cell)
         if done is not None:
             results[cell.name] = done
-    for cell in upgraded:  # once every marker was accepted: a refused one leaves the folder as it was
+    for cell in upgraded:  # a refused marker above left the folder as it was
         write_json(output / cell.folder / MARKER, results[cell.name])
     older = older or earlier[:-1]  # those the record kept already
     reporter.message(experiment.introduce(loaded, len(results)))
