@@ -173,9 +173,9 @@ def test_memory_does_not_grow_with_the_corpus(lines, tmp_path):
     band = 12  # MiB: the larger corpus is 4 times that, and 3 times larger than the smaller one
     # (measured: the same peaks within 5 MiB for 24 and 96 MiB corpora)
     # A peak is the allocator's as well as ours: once in CI a worker's peak was 324 MiB for the
-    # larger corpus against 142 for the smaller, and never in 11 runs of both here (transparent huge pages on and off). Growth
-    # that the code causes repeats; a one-off spike does not. So a pair of runs over the band is
-    # measured once more, and each size keeps its lower peak.
+    # larger corpus against 142 for the smaller, and never in 11 runs of both here (transparent
+    # huge pages on and off). Growth that the code causes repeats; a one-off spike does not. So
+    # a pair of runs over the band is measured once more, and each size keeps its lower peak.
     peaks: dict[str, list[tuple[int, int]]] = {"small": [], "large": []}
     for _ in range(2):
         for size, path in (("small", small), ("large", large)):
