@@ -337,7 +337,8 @@ def keep_best_model(output: Path, study: Mapping[str, Any], *, keep_others: bool
     Done once per best cell: a study resumed after it finds it done, and one grown by more
     cells replaces it when a new cell did better. When the best cell's own copy is gone (a
     resumed study that dropped the kept model's cell, or a tie in another order), the model
-    kept stays, and what is returned says so.
+    kept stays, and what is returned says so and which scores higher: the kept one when its
+    cell left the plan, the plan's best as high or higher in a tie.
     """
     from tokenmask.train.checkpoint import CARD_FILE, NOTES_FILE
 
@@ -368,8 +369,17 @@ def keep_best_model(output: Path, study: Mapping[str, Any], *, keep_others: bool
                 shutil.rmtree(output / finetune_folder(cell) / "model", ignore_errors=True)
     if kept and kept.get("name") != best["name"]:
         value = f"{best['metric']} {best['value']:.4f}"
-        return {**kept, "how": f"{kept['how']}; kept from before: {best['name']} ({value}) scores as high or higher, "
-                "but its model was removed when the study first ended"}  # fmt: skip
+        if best["value"] < kept["value"]:  # the kept cell left the plan; the plan's best was removed beside it
+            note = (
+                "kept from before, from a cell no longer in the study's plan: the best of the plan's models, "
+                f"{best['name']} ({value}), scores lower"
+            )
+        else:
+            note = (
+                f"kept from before: {best['name']} ({value}) scores as high or higher, "
+                "but its model was removed when the study first ended"
+            )
+        return {**kept, "how": f"{kept['how']}; {note}"}
     return best
 
 
