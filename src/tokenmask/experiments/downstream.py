@@ -335,7 +335,9 @@ def keep_best_model(output: Path, study: Mapping[str, Any], *, keep_others: bool
     what ``best-model`` holds, in ``study["best_model"]``'s form.
 
     Done once per best cell: a study resumed after it finds it done, and one grown by more
-    cells replaces it when a new cell did better. When the best cell's own copy is gone (a
+    cells replaces it when a new cell did better. The plan's best replaces it whenever that
+    model's own copy exists, even below a model kept from a cell the plan dropped (a resume
+    that changed the label budgets and ran new cells). When the best cell's own copy is gone (a
     resumed study that dropped the kept model's cell, or a tie in another order), the model
     kept stays, and what is returned says so and which scores higher: the kept one when its
     cell left the plan, the plan's best as high or higher in a tie.
