@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -151,7 +152,8 @@ def test_a_token_labelling_study_on_json_lines_goes_by_span_f1(corpus_and_tokeni
     assert study["best_model"]["metric"] == "span_f1"
     assert study["best_model"]["value"] == max(c["scores"]["clean"]["span_f1"] for c in tuned)
     verdict = (output / "report.html").read_text().split("<p>", 1)[1].split("</p>", 1)[0]
-    assert verdict.startswith("At 50 labels, ") and " span-F1 " in verdict and "macro-F1" not in verdict
+    # the metric is named whichever verdict the tiny numbers reach ("raised span-F1 by", "on span-F1: …")
+    assert verdict.startswith("At 50 labels, ") and re.search(r"\bspan-F1\b", verdict) and "macro-F1" not in verdict
 
 
 def test_a_resume_forecasts_with_the_pace_its_machine_measured_and_times_it_again_elsewhere(

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -419,7 +420,11 @@ class SignalsItsFirstCell(Said):
 
 
 def test_a_signal_to_a_cell_that_is_still_starting_waits_for_its_handlers(tmp_path):
-    # by default SIGTERM would end the starting process at once: no checkpoint, and an error
+    # by default SIGTERM would end the starting process at once: no checkpoint, and an error.
+    # As in a fresh process, the sweep's first start launches multiprocessing's resource tracker,
+    # which unblocks SIGINT and SIGTERM once launched (CPython's resource_tracker.ensure_running):
+    # run alone, this test once lost cell a to SIGTERM ("exit code -15") that way
+    resource_tracker._resource_tracker._stop()
     said = SignalsItsFirstCell()
     with pytest.raises(Interrupted, match=r"SIGTERM: the sweep stopped"):
         run_sweep(Trains(), SweepRun(tmp_path, jobs=2), said)

@@ -21,6 +21,7 @@ import contextlib
 import json
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.resource_tracker
 import os
 import signal
 import threading
@@ -296,10 +297,15 @@ class _CellProcess:
 
 @contextlib.contextmanager
 def _signals_blocked() -> Iterator[None]:
-    """SIGINT and SIGTERM held back in this thread (and in processes started meanwhile) until the end."""
+    """SIGINT and SIGTERM held back in this thread (and in processes started meanwhile) until the end.
+
+    A spawn's first start also starts multiprocessing's resource tracker, and CPython unblocks
+    both signals once that is up (``resource_tracker.ensure_running``), which would let them
+    through for the process started next: so the tracker is started here first, before blocking."""
     if not hasattr(signal, "pthread_sigmask"):  # Windows
         yield
         return
+    multiprocessing.resource_tracker.ensure_running()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     try:
         yield
