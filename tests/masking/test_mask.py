@@ -252,8 +252,8 @@ def test_epochs_give_different_masks():
 
 
 def test_input_validation():
-    with pytest.raises(ValueError, match="vocabulary"):
-        mask_tokens(torch.tensor([[1, V]]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0)
+    with pytest.raises(ValueError, match=">= 0"):
+        mask_tokens(torch.tensor([[1, -7]]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0)
     with pytest.raises(ValueError, match="example_ids"):
         mask_tokens(torch.tensor([[1, 7]]), vocab=VOCAB, example_ids=torch.tensor([0, 1]), seed=0)
     with pytest.raises(ValueError, match="word_ids"):
@@ -266,6 +266,38 @@ def test_input_validation():
         )
     with pytest.raises(ValueError, match="batch, length"):
         mask_tokens(torch.tensor([1, 7]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_ids_beyond_the_vocabulary_are_ordinary_tokens_never_drawn(backend):
+    # V = 60: ids 70 and 99 belong to no one. At rate 1 every unprotected token is a target, and with
+    # random_replace_prob 1 every target is replaced by a draw from the vocabulary's replaceable ids.
+    with pytest.warns(UserWarning, match="beyond the vocabulary's 60 ids"):
+        masked = mask_tokens(
+            torch.tensor([[CLS, 70, 99, 7, SEP]]), vocab=VOCAB, example_ids=torch.tensor([0]), seed=0,
+            selection=SelectionConfig(mlm_probability=1.0),
+            corruption=CorruptionConfig(mask_replace_prob=0.0, random_replace_prob=1.0), backend=backend,
+        )  # fmt: skip
+    assert masked.labels.tolist() == [[IGNORE_INDEX, 70, 99, 7, IGNORE_INDEX]]
+    assert set(masked.input_ids[0, 1:4].tolist()) <= set(VOCAB.replaceable.tolist())
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_vocabulary_with_nothing_to_draw_keeps_the_random_share(backend):
+    # Hugging Face's test vocabulary: five ids, all special. The same targets and [MASK]s as with a
+    # vocabulary that can draw (ids from 5 on are unprotected in both), and its RANDOM targets are KEPT.
+    bare = VocabTables.from_ids(5, mask_token_id=MASK, protected_ids=[0, 1, 2, 4])
+    drawing = VocabTables.from_ids(1000, mask_token_id=MASK, protected_ids=[0, 1, 2, 4])
+    ids = torch.arange(1000).reshape(2, 500)
+    common = dict(example_ids=torch.tensor([0, 1]), seed=3, selection=SelectionConfig(mlm_probability=0.5), backend=backend)
+    kept, drawn = mask_tokens(ids, vocab=bare, **common), mask_tokens(ids, vocab=drawing, **common)
+    assert bare.replaceable.size == 0 and (drawn.target_outcome == Outcome.RANDOM).sum() > 10
+    assert torch.equal(kept.target_index, drawn.target_index)
+    assert torch.equal(
+        kept.target_outcome, torch.where(drawn.target_outcome == Outcome.RANDOM, int(Outcome.KEEP), drawn.target_outcome)
+    )
+    assert torch.equal(kept.input_ids[kept.outcome == Outcome.KEEP], ids[kept.outcome == Outcome.KEEP])
+    assert (kept.input_ids[kept.outcome == Outcome.MASK] == MASK).all()
 
 
 @pytest.mark.parametrize(
@@ -283,7 +315,7 @@ def test_input_validation():
         (lambda: UnitConfig(span_max_words=0), "span_max_words"),
         (lambda: UnitConfig(ngram_max_n=0), "ngram_max_n"),
         (lambda: VocabTables.from_ids(5, mask_token_id=9, protected_ids=[]), "outside the vocabulary"),
-        (lambda: VocabTables.from_ids(2, mask_token_id=1, protected_ids=[0]), "no replaceable"),
+        (lambda: VocabTables.from_ids(2, mask_token_id=1, protected_ids=[0]).draw(np.array([0.5])), "no replaceable"),
     ],
 )
 def test_bad_configuration_names_the_problem(build, message):

@@ -9,7 +9,7 @@ The result depends only on each row's tokens, word ids, example id, the seed and
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, overload
 
 import numpy as np
@@ -22,7 +22,7 @@ from tokenmask.masking.select import select_tokens, select_units
 from tokenmask.masking.torch_mask import mask_on_device
 from tokenmask.masking.torch_units import token_units
 from tokenmask.masking.units import build_units
-from tokenmask.masking.vocab import VocabTables
+from tokenmask.masking.vocab import VocabTables, warn_of_unknown_ids
 
 Backend = Literal["auto", "torch", "numpy"]
 BACKENDS: tuple[str, ...] = ("auto", "torch", "numpy")
@@ -96,13 +96,22 @@ def eligible_positions(
 ) -> np.ndarray:
     """Positions that may become targets: not protected, not padding, not flagged special.
 
-    Returns ``(B, T)`` bool. Ids outside the vocabulary raise ``ValueError``.
+    Ids at or above the vocabulary's size are ordinary tokens (nothing protects them), as
+    Hugging Face's collator treats them, with a warning (:func:`warn_of_unknown_ids`).
+    Returns ``(B, T)`` bool.
+
+    Raises:
+        ValueError: a negative id.
     """
-    if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= vocab.size):
-        raise ValueError(
-            f"input_ids must lie in [0, {vocab.size}) (the vocabulary); got values in [{input_ids.min()}, {input_ids.max()}]"
-        )
-    blocked = vocab.protected.take(input_ids)
+    if input_ids.size == 0:
+        blocked = np.zeros(input_ids.shape, dtype=bool)
+    elif input_ids.min() < 0:
+        raise ValueError(f"input_ids must be >= 0 (token ids); got {input_ids.min()}")
+    elif input_ids.max() >= vocab.size:
+        warn_of_unknown_ids(vocab.size)
+        blocked = vocab.protected.take(np.minimum(input_ids, vocab.size - 1)) & (input_ids < vocab.size)
+    else:
+        blocked = vocab.protected.take(input_ids)
     if special_tokens_mask is not None:
         blocked |= special_tokens_mask.astype(bool, copy=False)
     eligible = ~blocked
@@ -138,7 +147,9 @@ def mask_tokens(
         epoch: epoch for dynamic masking (``epoch % dupe_factor`` for static masking).
         unit_config: masking unit (token, whole_word, span, ngram, pmi, given).
         selection: rate, bernoulli/exact, min per sequence, max predictions.
-        corruption: mask / random / keep probabilities, per token or per unit.
+        corruption: mask / random / keep probabilities, per token or per unit. When
+            ``vocab`` has no replaceable id, the targets a random replacement would have
+            changed are kept instead (outcome KEEP): a replacement is never a protected id.
         attention_mask: ``(B, T)``, 0 on padding; padding is never selected.
         special_tokens_mask: ``(B, T)``, 1 on positions never to select (beyond ``vocab``).
         word_ids: ``(B, T)`` int64 word index per token, -1 on special tokens; needed by
@@ -163,8 +174,9 @@ def mask_tokens(
         units, on ``input_ids``' device (the CPU for numpy input).
 
     Raises:
-        ValueError: a bad shape, ids outside the vocabulary, an unknown backend, or word ids
-            or spans missing for the strategy.
+        ValueError: a bad shape, a negative id, an unknown backend, or word ids or spans
+            missing for the strategy. Ids at or above ``vocab.size`` are ordinary tokens:
+            they may be selected, and are never drawn as replacements.
 
     Example: ``mask_tokens(torch.tensor([[101, 7592, 2088, 102]]), vocab=tables,
     example_ids=torch.tensor([0]), seed=0)`` selects at least one of the two middle tokens
@@ -172,6 +184,8 @@ def mask_tokens(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if vocab.replaceable.size == 0 and corruption.random_replace_prob > 0:  # nothing to draw: keep those targets
+        corruption = replace(corruption, random_replace_prob=0.0)
     on_device = isinstance(input_ids, torch.Tensor) and input_ids.device.type != "cpu"
     if backend == "torch" or (backend == "auto" and on_device):
         ids, examples = torch.as_tensor(input_ids), torch.as_tensor(example_ids)

@@ -44,9 +44,10 @@ def apply_outcomes(
     labels = torch.full_like(input_ids, IGNORE_INDEX)
     labels.view(-1)[flat] = at_targets
     corrupted = torch.where(codes == int(Outcome.MASK), vocab.mask_token_id, at_targets)
-    rows, cols = flat // input_ids.shape[1], flat % input_ids.shape[1]
-    drawn = vocab.draw(unit_float(stream_bits_at(keys, Stream.REPLACE, rows, cols)))
-    corrupted = torch.where(codes == int(Outcome.RANDOM), drawn, corrupted)
+    if vocab.replaceable.numel():  # else no target is RANDOM (mask_tokens keeps them)
+        rows, cols = flat // input_ids.shape[1], flat % input_ids.shape[1]
+        drawn = vocab.draw(unit_float(stream_bits_at(keys, Stream.REPLACE, rows, cols)))
+        corrupted = torch.where(codes == int(Outcome.RANDOM), drawn, corrupted)
     inputs = input_ids.clone()
     inputs.view(-1)[flat] = corrupted
     return inputs, labels

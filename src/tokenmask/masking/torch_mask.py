@@ -20,7 +20,7 @@ from tokenmask.masking.torch_keys import low32, row_keys, stream_bits
 from tokenmask.masking.torch_select import select_tokens, select_units
 from tokenmask.masking.torch_vocab import DeviceTables, device_tables
 from tokenmask.masking.units import build_units
-from tokenmask.masking.vocab import VocabTables
+from tokenmask.masking.vocab import VocabTables, warn_of_unknown_ids
 
 
 @dataclass(frozen=True)
@@ -46,13 +46,16 @@ def eligible_positions(
     """:func:`~tokenmask.masking.mask.eligible_positions` in torch: ``(B, T)`` bool.
 
     Raises:
-        ValueError: ids outside the vocabulary.
+        ValueError: a negative id.
     """
-    if input_ids.numel():
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= vocab.size:
-            raise ValueError(f"input_ids must lie in [0, {vocab.size}) (the vocabulary); got values in [{low}, {high}]")
-    blocked = vocab.protected[input_ids]
+    low, high = (int(input_ids.min()), int(input_ids.max())) if input_ids.numel() else (0, 0)
+    if low < 0:
+        raise ValueError(f"input_ids must be >= 0 (token ids); got {low}")
+    if high >= vocab.size:  # ids beyond the vocabulary are ordinary tokens
+        warn_of_unknown_ids(vocab.size)
+        blocked = vocab.protected[input_ids.clamp(max=vocab.size - 1)] & (input_ids < vocab.size)
+    else:
+        blocked = vocab.protected[input_ids]
     if special_tokens_mask is not None:
         blocked |= special_tokens_mask.to(input_ids.device).bool()
     eligible = ~blocked
@@ -81,7 +84,7 @@ def mask_on_device(
     int64 ``ids`` on any device, the same numbers.
 
     Raises:
-        ValueError: ids outside the vocabulary, or missing word ids / spans for the strategy.
+        ValueError: a negative id, or missing word ids / spans for the strategy.
     """
     tables = device_tables(vocab, ids.device)
     eligible = eligible_positions(ids, tables, attention_mask=attention_mask, special_tokens_mask=special_tokens_mask)  # (B, T)

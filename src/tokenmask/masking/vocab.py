@@ -6,6 +6,7 @@ hand from ids); masking then does array lookups, never per-row Python calls.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,9 +20,12 @@ class VocabTables:
     Attributes:
         mask_token_id: id that replaces a masked target.
         protected: ``(V,)`` bool; True for ids that are never selected (special, added special,
-            padding and user-given ids).
+            padding and user-given ids). Ids at or above ``V`` are not protected: masking
+            treats them as ordinary tokens.
         replaceable: ``(R,)`` int64 sorted ids that a random replacement may draw (no
-            protected ids, no ``[unused*]`` placeholders).
+            protected ids, no ``[unused*]`` placeholders); may be empty, and masking then keeps
+            the targets a random replacement would have changed
+            (:func:`~tokenmask.masking.mask.mask_tokens`).
         replace_cdf: ``(R,)`` float64 cumulative distribution over ``replaceable`` for
             frequency-weighted draws, or None for uniform draws.
     """
@@ -35,8 +39,6 @@ class VocabTables:
         size = self.protected.shape[0]
         if not 0 <= self.mask_token_id < size:
             raise ValueError(f"mask_token_id {self.mask_token_id} is outside the vocabulary (size {size})")
-        if self.replaceable.size == 0:
-            raise ValueError("the vocabulary has no replaceable (non-special) ids")
         if self.protected[self.replaceable].any():
             raise ValueError("replaceable ids must not include protected ids")
         if self.replace_cdf is not None and self.replace_cdf.shape != self.replaceable.shape:
@@ -98,9 +100,27 @@ class VocabTables:
         )
 
     def draw(self, uniform: np.ndarray) -> np.ndarray:
-        """Replacement ids for uniform draws in ``[0, 1)``; same shape, int64."""
+        """Replacement ids for uniform draws in ``[0, 1)``; same shape, int64.
+
+        Raises:
+            ValueError: the vocabulary has no replaceable id.
+        """
+        if self.replaceable.size == 0:
+            raise ValueError("the vocabulary has no replaceable (non-special) id to draw")
         if self.replace_cdf is None:
             index = (uniform * self.replaceable.size).astype(np.int64)
         else:
             index = np.searchsorted(self.replace_cdf, uniform, side="right")
         return self.replaceable[np.minimum(index, self.replaceable.size - 1)]
+
+
+def warn_of_unknown_ids(vocab_size: int) -> None:
+    """Warn (once per process and vocabulary size, as Python's warnings go) that ids beyond the
+    vocabulary are masked as ordinary tokens: right for Hugging Face's test data, a sign of the
+    wrong vocabulary when examples were encoded with another tokenizer."""
+    warnings.warn(
+        f"input ids beyond the vocabulary's {vocab_size} ids are masked as ordinary tokens and never drawn as "
+        "replacements; if the examples were encoded with another tokenizer, mask them with that one",
+        UserWarning,
+        stacklevel=2,
+    )

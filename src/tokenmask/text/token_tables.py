@@ -116,9 +116,13 @@ def word_ids_from_decoder(tokenizer: PreTrainedTokenizerBase, input_ids: np.ndar
     """``(B, T)`` word ids for examples that carry none, from :func:`word_start_table`.
 
     Words are numbered along each row; padding gets -1 (special tokens get numbers too, but
-    they are never eligible, so they never join a unit).
+    they are never eligible, so they never join a unit). An id the tokenizer does not know is
+    a word of its own.
     """
     real = attention_mask.astype(bool)
-    starts = word_start_table(tokenizer)[input_ids] & real
+    table = word_start_table(tokenizer)
+    if input_ids.size and input_ids.max() >= table.size:
+        table = np.append(table, True)  # what every unknown id is clipped to
+    starts = table.take(input_ids, mode="clip") & real
     starts[:, 0] = real[:, 0]  # a row may begin inside a word: that piece still opens a unit
     return np.where(real, np.cumsum(starts, axis=1) - 1, -1)
