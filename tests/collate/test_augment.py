@@ -177,3 +177,14 @@ def test_set_rate_changes_the_rate_and_zero_turns_it_off(bert_tokenizer, lines):
     assert torch.equal(augmenter(features)["input_ids"], plain["input_ids"])
     with pytest.raises(ValueError, match="rate must be in"):
         augmenter.set_rate(-0.1)
+
+
+def test_a_plain_loop_without_set_epoch_gets_new_masks_every_pass(bert_tokenizer, lines):
+    features = classification_batch(bert_tokenizer, lines[:64])
+    augmenter = MaskingAugmenter(bert_tokenizer, rate=0.3, seed=3)
+    first, second = augmenter(features), augmenter(features)  # the same examples again: a new pass
+    assert augmenter.epoch == 1 and not torch.equal(first["input_ids"], second["input_ids"])
+    assert torch.equal(second["input_ids"], augmenter.collate(features, epoch=1)["input_ids"])
+    assert torch.equal(second["labels"], first["labels"])  # the task labels, kept
+    augmenter.set_epoch(0)
+    assert torch.equal(augmenter(features)["input_ids"], first["input_ids"])

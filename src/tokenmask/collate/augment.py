@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tokenmask.collate.masked import checked_epoch, mask_examples, on_tokenizer_side, pad_for
+from tokenmask.collate.epochs import Epochs
+from tokenmask.collate.masked import mask_examples, mask_padded, on_tokenizer_side, pad_for
 from tokenmask.collate.pad import CONSUMED_KEYS, Feature, column, pad_rows, row_lengths
 from tokenmask.masking import IGNORE_INDEX
 from tokenmask.masking.config import CorruptionConfig, MaskingConfig, SelectionConfig, UnitConfig
@@ -32,7 +33,9 @@ class MaskingAugmenter:
     examples' ``protected_spans`` excluded) is replaced by the mask token; ``labels`` are kept
     as given: integers become a ``(B,)`` tensor, per-token lists are padded with -100. In eval
     mode (:meth:`eval`) the inputs are only padded. Masks are deterministic per
-    ``(seed, epoch, example id)`` like the MLM collator's.
+    ``(seed, epoch, example id)`` like the MLM collator's, and a call without :meth:`set_epoch`
+    counts passes as it does (:class:`~tokenmask.collate.epochs.Epochs`): new masks on every
+    pass of any loop.
 
     Args:
         tokenizer: tokenizer with a mask token.
@@ -78,7 +81,7 @@ class MaskingAugmenter:
         self.vocab = tables_from_tokenizer(tokenizer, protected_ids=protected_ids)
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
-        self.epoch = 0
+        self._epochs = Epochs()
         self.training = True
 
     def train(self, mode: bool = True) -> MaskingAugmenter:
@@ -103,13 +106,18 @@ class MaskingAugmenter:
         self.rate = float(rate)
         self.masking = self._any_rate.at_rate(self.rate) if rate > 0 else None
 
+    @property
+    def epoch(self) -> int:
+        """The epoch whose masks the next call draws (see :meth:`set_epoch`)."""
+        return self._epochs.current
+
     def set_epoch(self, epoch: int) -> None:
-        """New masks for ``epoch`` in :meth:`__call__`."""
-        self.epoch = checked_epoch(epoch)
+        """New masks for ``epoch`` in :meth:`__call__` from now on, and no more counting of passes."""
+        self._epochs.set(epoch)
 
     def __call__(self, features: Sequence[Feature]) -> dict[str, Any]:
-        """:meth:`collate` with the epoch of the last :meth:`set_epoch` (0 before any)."""
-        return self.collate(features, epoch=self.epoch)
+        """:meth:`collate` with the epoch of the last :meth:`set_epoch`, else the counted one."""
+        return self._collated(features, epoch=None)
 
     def collate(self, features: Sequence[Feature], *, epoch: int) -> dict[str, Any]:
         """The batch of ``features``, masked as in ``epoch`` when training; the augmenter is not changed.
@@ -118,28 +126,24 @@ class MaskingAugmenter:
             ``input_ids`` and ``attention_mask`` ``(B, T)`` tensors, ``labels`` as given
             (:func:`collate_labels`) and the examples' other keys.
         """
+        return self._collated(features, epoch=epoch)
+
+    def _collated(self, features: Sequence[Feature], *, epoch: int | None) -> dict[str, Any]:
+        """:meth:`collate`; ``epoch`` None: the augmenter's, counting this call when it masks."""
+        batch = pad_for(
+            features,
+            self.tokenizer,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+            consumed=_CONSUMED,
+            with_word_ids=self._any_rate.units.needs_words,  # word ids checked whether it masks or not
+        )
+        input_ids = torch.from_numpy(batch.input_ids)
         if self.training and self.masking is not None:
-            batch, masked = mask_examples(
-                features,
-                self.tokenizer,
-                self.masking,
-                vocab=self.vocab,
-                seed=self.seed,
-                epoch=epoch,
-                pad_to_multiple_of=self.pad_to_multiple_of,
-                consumed=_CONSUMED,
-                protect_spans=True,
+            epoch = self._epochs.of(batch.example_ids) if epoch is None else epoch
+            batch, masked = mask_padded(
+                features, batch, self.tokenizer, self.masking, vocab=self.vocab, seed=self.seed, epoch=epoch, protect_spans=True
             )
             input_ids = masked.input_ids
-        else:
-            batch = pad_for(
-                features,
-                self.tokenizer,
-                pad_to_multiple_of=self.pad_to_multiple_of,
-                consumed=_CONSUMED,
-                with_word_ids=self._any_rate.units.needs_words,  # word ids checked as when masking
-            )
-            input_ids = torch.from_numpy(batch.input_ids)
         out = {**batch.extras, "input_ids": input_ids, "attention_mask": torch.from_numpy(batch.attention_mask)}
         labels = column(features, "labels")
         if labels is not None:

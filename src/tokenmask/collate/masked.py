@@ -63,17 +63,6 @@ def on_tokenizer_side(out: dict[str, Any], lengths: np.ndarray, tokenizer: PreTr
     return left_pad(out, lengths, {"input_ids": tokenizer.pad_token_id or 0, "labels": IGNORE_INDEX})
 
 
-def checked_epoch(epoch: int) -> int:
-    """``epoch`` as an int, for a collator's ``set_epoch``.
-
-    Raises:
-        ValueError: a negative epoch.
-    """
-    if epoch < 0:
-        raise ValueError(f"epoch must be >= 0; got {epoch}")
-    return int(epoch)
-
-
 def mask_examples(
     features: Sequence[Feature],
     tokenizer: PreTrainedTokenizerBase,
@@ -115,8 +104,32 @@ def mask_examples(
         ValueError: bad examples (:func:`~tokenmask.collate.pad.pad_examples`), a span outside
             its example, strategy 'given' without ``given_spans``.
     """
-    with_words = masking.units.needs_words
-    batch = pad_for(features, tokenizer, pad_to_multiple_of=pad_to_multiple_of, consumed=consumed, with_word_ids=with_words)
+    batch = pad_for(
+        features, tokenizer, pad_to_multiple_of=pad_to_multiple_of, consumed=consumed, with_word_ids=masking.units.needs_words
+    )
+    return mask_padded(
+        features, batch, tokenizer, masking, vocab=vocab, seed=seed, epoch=epoch, protect_spans=protect_spans, device=device
+    )
+
+
+def mask_padded(
+    features: Sequence[Feature],
+    batch: PaddedBatch,
+    tokenizer: PreTrainedTokenizerBase,
+    masking: MaskingConfig,
+    *,
+    vocab: VocabTables,
+    seed: int,
+    epoch: int,
+    protect_spans: bool = False,
+    device: torch.device | None = None,
+) -> tuple[PaddedBatch, MaskedBatch]:
+    """The second half of :func:`mask_examples`: mask ``features`` once they are padded into ``batch``
+    (by :func:`pad_for`, with word ids when ``masking`` needs them); the same arguments and result.
+
+    Split off for a collator that must see the example ids (``batch.example_ids``) to know
+    which epoch's masks to draw.
+    """
     word_ids, special, given = _masking_inputs(features, batch, tokenizer, masking, protect_spans=protect_spans)
     merged, terms = _phrase_inputs(features, batch, masking)
     masked = mask_tokens(

@@ -69,8 +69,8 @@ class MlmMetrics:
 def scored_batches(
     model: torch.nn.Module, blocks: Sequence[Feature], collator: MaskingCollator, *, batch_size: int, device: torch.device | str
 ) -> Iterator[dict[str, torch.Tensor]]:
-    """The batches ``collator`` makes of ``blocks``, on ``device``, while ``model`` is in evaluation
-    mode (restored after the last one): what every fixed-mask score iterates over.
+    """The batches ``collator`` makes of ``blocks`` with epoch 0's masks, on ``device``, while ``model``
+    is in evaluation mode (restored after the last one): what every fixed-mask score iterates over.
 
     Raises:
         ValueError: no blocks.
@@ -79,7 +79,7 @@ def scored_batches(
         raise ValueError("no validation blocks to evaluate on")
     with evaluating(model):
         for chunk in batched(blocks, batch_size):
-            yield tensors_on(collator(chunk), device)
+            yield tensors_on(collator.collate(chunk, epoch=0), device)
 
 
 @torch.no_grad()
