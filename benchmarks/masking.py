@@ -366,7 +366,8 @@ def sanity(sides: Sides, x: Inputs) -> dict[str, dict[str, float]]:
             "ours": check_labels(f"ours {what}", ours, x, whole_word=whole_word),
             "hf": check_labels(f"HF {what}", hf, x, whole_word=whole_word),
         }
-        from_arrays = collator.collate(x.ours_array_features, epoch=collator.epoch)["labels"]  # a call: a new pass
+        # the epoch of the call above: calling again on the same examples would count a new pass
+        from_arrays = collator.collate(x.ours_array_features, epoch=collator.epoch)["labels"]
         require(torch.equal(from_arrays, ours), f"{what}: array rows gave other labels than list rows")
         hf_features = x.hf_word_array_features if whole_word else x.hf_token_array_features
         hf_arrays = (sides.hf_word if whole_word else sides.hf_token)(hf_features)["labels"]

@@ -65,6 +65,21 @@ def test_masks_change_every_epoch(bert_tokenizer, lines, tmp_path):
     assert changed >= 12  # a 10-20 token line keeps its exact mask with small probability
 
 
+def test_without_the_callback_masks_still_change_while_the_trainer_collates_in_its_process(bert_tokenizer, lines, tmp_path):
+    features = encode_texts(lines[:16], bert_tokenizer)
+    collator = RecordingCollator(bert_tokenizer, strategy="whole_word", seed=0)
+    trainer = Trainer(
+        model=BertForMaskedLM(tiny_config(bert_tokenizer)),
+        args=arguments(tmp_path, num_train_epochs=2),
+        train_dataset=features,
+        data_collator=collator,
+    )
+    trainer.train()
+    assert [epoch for epoch, _ in collator.seen] == [0, 0, 1, 1]  # counted: 16 examples, batches of 8
+    first, second = ({k: v for _, batch in collator.seen[i : i + 2] for k, v in batch.items()} for i in (0, 2))
+    assert sum(not torch.equal(first[i], second[i]) for i in range(16)) >= 12
+
+
 def test_warns_when_the_trainer_would_drop_our_keys(bert_tokenizer, lines, tmp_path, caplog):
     collator = MaskingCollator(bert_tokenizer)
     callback = MaskingCallback(collator)

