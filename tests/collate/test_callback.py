@@ -68,12 +68,16 @@ def test_masks_change_every_epoch(bert_tokenizer, lines, tmp_path, callback):
     assert changed >= 12  # a 10-20 token line keeps its exact mask with small probability
 
 
-def test_warns_when_the_trainer_would_drop_our_keys(bert_tokenizer, lines, tmp_path, caplog):
-    collator = MaskingCollator(bert_tokenizer)
-    callback = MaskingCallback(collator)
+def test_warns_when_the_trainer_would_drop_our_keys_or_keep_the_epoch_from_workers(bert_tokenizer, tmp_path, caplog):
+    callback = MaskingCallback(MaskingCollator(bert_tokenizer))
     with caplog.at_level(logging.WARNING, logger="tokenmask.collate.callback"):
+        callback.on_train_begin(arguments(tmp_path), None, None)
+        assert caplog.text == ""
         callback.on_train_begin(arguments(tmp_path, remove_unused_columns=True), None, None)
-    assert "remove_unused_columns" in caplog.text
+        assert "remove_unused_columns" in caplog.text and "persistent" not in caplog.text
+        persistent = arguments(tmp_path, dataloader_num_workers=2, dataloader_persistent_workers=True)
+        callback.on_train_begin(persistent, None, None)
+    assert "set_epoch never reaches them" in caplog.text
 
 
 class RecordingAugmenter(MaskingAugmenter):

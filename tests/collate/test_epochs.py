@@ -77,12 +77,15 @@ def test_dataloader_workers_without_set_epoch_warn_once_per_epoch(bert_tokenizer
     (message,) = epoch()  # four batches on two workers: the first worker's first call warns
     assert "DataLoader workers" in message and "collator.set_epoch(epoch)" in message
     assert len(epoch()) == 1  # a new epoch starts new workers from the same collator: once more
+    collator(features[:4])  # a batch looked at in the main process: the workers still look around
+    assert len(epoch()) == 1
     collator.set_epoch(0)
     assert epoch() == []
 
 
 def test_data_parallel_ranks_without_set_epoch_warn_on_the_first_rank(bert_tokenizer, lines, monkeypatch):
     features = encode_texts(lines[:4], bert_tokenizer)
+    monkeypatch.setattr(torch.distributed, "is_available", lambda: True)
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 2)
     for rank, expected in ((0, 1), (1, 0)):

@@ -190,6 +190,10 @@ def test_the_masking_hooks_answer_as_hugging_faces_and_a_subclass_override_is_ca
     assert commas.sum() > 10 and (batch["labels"][commas] == IGNORE_INDEX).all() and targets_of(batch).sum() > 100
     with pytest.raises(ValueError, match="'labels'"):  # refused on this path too
         subclass([{**features[0], "labels": 1}])
+    with pytest.raises(ValueError, match="override collate"):  # padded ids alone carry no spans
+        NeverTheComma(bert_tokenizer, strategy="given")([{**features[0], "given_spans": [[1, 2]]}])
+    as_int32 = collator.torch_mask_tokens(padded.to(torch.int32))
+    assert as_int32[0].dtype == as_int32[1].dtype == torch.int32  # the input's type, as Hugging Face's
 
 
 def test_offset_mapping_is_dropped_as_hugging_face_drops_it(bert_tokenizer, lines):

@@ -27,7 +27,8 @@ class MaskingCallback(TrainerCallback):
       (during and after ``train()``; before a stand-alone ``trainer.evaluate()``, call
       ``augmenter.eval()`` yourself);
     - warns when ``remove_unused_columns=True``, which makes the Trainer drop the ``id``,
-      ``word_ids``, … keys before the collator sees them.
+      ``word_ids``, … keys before the collator sees them, and when
+      ``dataloader_persistent_workers=True``, whose workers never see ``set_epoch``.
 
     Example::
 
@@ -45,6 +46,12 @@ class MaskingCallback(TrainerCallback):
             self.collator.train(on)
 
     def on_train_begin(self, args, state, control, **kwargs):
+        if getattr(args, "dataloader_persistent_workers", False) and getattr(args, "dataloader_num_workers", 0) > 0:
+            logger.warning(
+                "dataloader_persistent_workers=True: the DataLoader workers keep the collator they started with, "
+                "so set_epoch never reaches them and every epoch gets the first one's masks; set "
+                "dataloader_persistent_workers=False for new masks each epoch"
+            )
         if getattr(args, "remove_unused_columns", False):
             logger.warning(
                 "remove_unused_columns=True: the Trainer drops example keys the model does not "

@@ -175,7 +175,7 @@ class MaskingCollator:
         tokenizer: PreTrainedTokenizerBase,
         masking: MaskingConfig,
         *,
-        seed: int = 0,
+        seed: int | None = 0,
         pad_to_multiple_of: int | None = None,
         protected_ids: Iterable[int] = (),
         replace_counts: np.ndarray | None = None,
@@ -379,7 +379,7 @@ class MaskingCollator:
         ids = torch.as_tensor(inputs)
         special = None if special_tokens_mask is None else torch.as_tensor(special_tokens_mask).cpu().numpy()
         masked = masked_rows(self, ids.detach().cpu().numpy(), special, self._epochs)
-        return masked.input_ids.to(ids.device), masked.labels.to(ids.device)
+        return masked.input_ids.to(ids.device, ids.dtype), masked.labels.to(ids.device, ids.dtype)
 
     def numpy_mask_tokens(
         self, inputs: np.ndarray, special_tokens_mask: np.ndarray | None = None, offset_mapping: Any = None
@@ -387,7 +387,7 @@ class MaskingCollator:
         """:meth:`torch_mask_tokens` on numpy arrays (Hugging Face's hook for ``return_tensors="np"``)."""
         special = None if special_tokens_mask is None else np.asarray(special_tokens_mask)
         masked = masked_rows(self, np.asarray(inputs), special, self._epochs)
-        return masked.input_ids.numpy(), masked.labels.numpy()
+        return masked.input_ids.cpu().numpy(), masked.labels.cpu().numpy()
 
 
 def _refuse_labels(features: Sequence[Feature]) -> None:

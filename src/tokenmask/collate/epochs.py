@@ -7,6 +7,7 @@ that does not call ``set_epoch``. :class:`Epochs` counts the passes instead.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -20,9 +21,10 @@ class Epochs:
     """The epoch of a collator's calls: the one given to :meth:`set`, else counted from the examples.
 
     Counted, the epoch starts at 0 and moves on by one when a call holds an example (by id)
-    already seen since the last move, so no example meets one epoch's masks twice in a process.
-    On a dataset without repeated examples, a plain loop thus draws the masks of epochs 0, 1,
-    2, … on its passes, those ``set_epoch`` would give. The count depends on what the collator
+    already seen since the last move, so no example meets one epoch's masks twice in a process
+    (on passes of up to :data:`TRACKED` examples). On a dataset without repeated examples, a
+    plain loop thus draws the masks of epochs 0, 1, 2, … on its passes, those ``set_epoch``
+    would give. The count depends on what the collator
     was called with, though: a repeated text among examples without an ``id`` (one example by
     its tokens), or an evaluation set collated again, moves it on too. The ids of the current
     pass are kept up to :data:`TRACKED` of them; past that, a repeat is noticed at the first
@@ -45,7 +47,7 @@ class Epochs:
         self.current = 0
         self.given = False
         self._seen: set[int] = set()
-        self._looked_around = False
+        self._looked_in = 0  # the process that looked for workers and ranks: a fork or a copy looks again
 
     def set(self, epoch: int) -> None:
         """Draw the masks of ``epoch`` from now on, and stop counting.
@@ -62,8 +64,8 @@ class Epochs:
         moved on first when one of them was seen since the last move."""
         if self.given:
             return self.current
-        if not self._looked_around:
-            self._looked_around = True
+        if self._looked_in != os.getpid():
+            self._looked_in = os.getpid()
             _warn_where_counts_part()
         ids = example_ids.tolist()
         if not self._seen.isdisjoint(ids):

@@ -110,8 +110,19 @@ def warn_if_nothing_to_draw(vocab: VocabTables, random_replace_prob: float) -> N
 
 def hooked_batch(collator: Any, features: Sequence[Feature], tensors: str, *, consumed: frozenset[str]) -> dict[str, Any]:
     """A call of a collator whose subclass overrides a masking hook, as Hugging Face's collator
-    calls: pad (``consumed`` keys left out), then ``collator.torch_mask_tokens`` (or
-    ``numpy_mask_tokens`` for ``tensors`` "np") masks the padded ids."""
+    calls: pad (``consumed`` keys left out, rows right-padded), then ``collator.torch_mask_tokens``
+    (or ``numpy_mask_tokens`` for ``tensors`` "np") masks the padded ids alone.
+
+    Raises:
+        ValueError: a strategy that needs the examples' own keys: 'given', 'pmi' or terms.
+    """
+    units = collator.masking.units
+    if units.strategy == "given" or units.needs_phrases:
+        raise ValueError(
+            "a subclass that overrides torch_mask_tokens masks padded ids alone, as Hugging Face's hook does; "
+            f"strategy {units.strategy!r}{' with terms' if units.mask_terms else ''} needs the examples' own "
+            "spans or phrases: override collate() instead"
+        )
     batch = pad_for(features, collator.tokenizer, pad_to_multiple_of=collator.pad_to_multiple_of, consumed=consumed)
     special = batch.special_tokens_mask
     if tensors == "np":
