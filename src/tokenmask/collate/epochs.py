@@ -21,20 +21,11 @@ class Epochs:
     """The epoch of a collator's calls: the one given to :meth:`set`, else counted from the examples.
 
     Counted, the epoch starts at 0 and moves on by one when a call holds an example (by id)
-    already seen since the last move, so no example meets one epoch's masks twice in a process
-    (on passes of up to :data:`TRACKED` examples). On a dataset without repeated examples, a
-    plain loop thus draws the masks of epochs 0, 1, 2, … on its passes, those ``set_epoch``
-    would give. The count depends on what the collator
-    was called with, though: a repeated text among examples without an ``id`` (one example by
-    its tokens), or an evaluation set collated again, moves it on too. The ids of the current
-    pass are kept up to :data:`TRACKED` of them; past that, a repeat is noticed at the first
-    example kept. :meth:`set` stops the counting: the epoch is then the given one, as with
-    ``MaskingCallback`` or a loop that calls ``set_epoch``.
-
-    A process counts only its own calls. A DataLoader worker that is not persistent starts
-    every epoch from the same copy of the collator, so its masks would repeat each epoch, and
-    workers or data-parallel ranks that share a dataset each see a part of it: the first worker
-    or rank warns once that the epoch should be given.
+    already seen since the last move, so no example meets one epoch's masks twice in a process.
+    A pass keeps up to :data:`TRACKED` ids; past that, a repeat is noticed at the first id kept.
+    What moves the count, and where counting fails (DataLoader workers, data-parallel ranks,
+    resume; the first worker or rank warns): docs/masking.md, "What it guarantees".
+    :meth:`set` stops the counting, as ``MaskingCallback`` or a loop calling ``set_epoch`` does.
 
     Example::
 
