@@ -112,6 +112,22 @@ def test_lists_are_read_from_words_and_yaml_lists_and_spelled_back():
         build(Lists, {"name": "x", "sizes": "10,1.5"})
 
 
+def test_an_advanced_setting_is_declared_read_and_written_as_any_other():
+    # `advanced` only decides what a long command's --help shows (tests/cli/test_flags.py)
+    @dataclass(frozen=True)
+    class Tuned:
+        steps: int = setting(10, help="steps", ge=1)
+        warmup: int = setting(0, help="warm-up steps", ge=0, advanced=True)
+
+        def __post_init__(self) -> None:
+            check(self)
+
+    assert [(leaf.key, leaf.advanced) for leaf in leaves(Tuned)] == [("steps", False), ("warmup", True)]
+    assert build(Tuned, {"warmup": "3"}) == Tuned(warmup=3) and flatten(Tuned(warmup=3)) == {"steps": 10, "warmup": 3}
+    with pytest.raises(ValueError, match="warmup must be >= 0; got -1"):
+        build(Tuned, {"warmup": -1})
+
+
 def test_a_required_setting_is_asked_for_by_name():
     assert [leaf.key for leaf in leaves(Lists) if leaf.required] == ["name"]
     with pytest.raises(ValueError, match="name is required"):

@@ -47,6 +47,7 @@ def setting(
     exclude: tuple[str, ...] = (),
     only: tuple[str, ...] | None = None,
     reword: Mapping[str, str] | None = None,
+    advanced: bool = False,
 ) -> Any:
     """A dataclass field with its declaration: help text, bounds, and how the command line names it.
 
@@ -67,11 +68,13 @@ def setting(
             offers (the others keep their defaults there).
         reword: for a nested config, ``{key: help}`` where a setting means something more
             specific in the outer config (a study's ``output`` is the study's folder).
+        advanced: a setting few runs change (a cache folder, a warm-up of the head): a long
+            command's ``--help`` leaves it to ``--help-all``; it is a flag and a YAML key as any other.
     """
     metadata = {
         "help": help, "ge": ge, "gt": gt, "le": le, "lt": lt, "flag": flag, "positional": positional, "choices": choices,
         "separator": separator, "none": none, "metavar": metavar, "exclude": exclude, "only": only,
-        "reword": dict(reword or {}),
+        "reword": dict(reword or {}), "advanced": advanced,
     }  # fmt: skip
     if factory is not MISSING:
         return field(default_factory=factory, metadata=metadata)
@@ -110,6 +113,11 @@ class Leaf:
     @property
     def help(self) -> str:
         return self.reworded or str(self.declared.metadata.get("help", ""))
+
+    @property
+    def advanced(self) -> bool:
+        """A setting few runs change: a long command's ``--help`` leaves it to ``--help-all``."""
+        return bool(self.declared.metadata.get("advanced"))
 
 
 def leaves(
