@@ -48,11 +48,13 @@ class HubConfig:
         "main; a tokenizer of another repository is read at its main); a training run "
         "records the commit used in config.yaml and its model card. Hub files go through the Hugging Face cache "
         "(HF_HOME, HF_HUB_OFFLINE, HF_TOKEN apply)",
+        advanced=True,
     )
     trust_remote_code: bool = setting(
         False,
         help="run the Python code a Hub repository ships (its config's auto_map); without it such a model is refused. "
         "Never written to config.yaml: a replay needs it typed again",
+        advanced=True,
     )
 
     def __post_init__(self) -> None:

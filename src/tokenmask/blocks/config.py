@@ -18,8 +18,10 @@ class BlocksConfig:
     validation_share: float = setting(
         DEFAULT_VALIDATION_SHARE, help="share of documents held out for validation (by a hash of each text)", gt=0.0, lt=0.5
     )
-    cache_dir: str | None = setting(None, help="block cache folder (none = $TOKENMASK_CACHE or ~/.cache/tokenmask)")
-    no_cache: bool = setting(False, help="encode the corpus afresh, without reading or writing the block cache")
+    cache_dir: str | None = setting(
+        None, help="block cache folder (none = $TOKENMASK_CACHE or ~/.cache/tokenmask)", advanced=True
+    )
+    no_cache: bool = setting(False, help="encode the corpus afresh, without reading or writing the block cache", advanced=True)
     streaming: bool = setting(
         False,
         help="pack blocks on the fly as the corpus is read, in its order, shuffled within chunks: no pre-pass and no block "
@@ -29,12 +31,14 @@ class BlocksConfig:
         1 << 20,
         help="--streaming: characters of text packed and shuffled together (a chunk); DataLoader workers take chunks in turn",
         ge=1,
+        advanced=True,
     )
     num_proc: int | None = setting(
         None,
         help="processes that encode the corpus into the cache (none = one per core; 1 = this process); "
         "the blocks are the same whatever the number",
         ge=1,
+        advanced=True,
     )
 
     def __post_init__(self) -> None:

@@ -3,7 +3,8 @@
 :data:`COMMANDS` lists the verbs: each names the config its job takes (and the options of the
 command line itself: ``--json``, ``--config``), and its flags, their help and defaults come
 from those declarations (:func:`tokenmask.cli.flags.add_settings`); the settings reference in
-the docs is generated from the same list (:mod:`tokenmask.cli.reference`). Abbreviated flags
+the docs is generated from the same list (:mod:`tokenmask.cli.reference`). A long command's
+``--help`` leaves its advanced settings to ``--help-all`` (:data:`SHORT_HELP`). Abbreviated flags
 are refused. Building the parser imports the configs, not torch.
 """
 
@@ -15,12 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenmask.cli import commands
-from tokenmask.cli.flags import add_settings
+from tokenmask.cli.flags import add_help_all, add_settings
 from tokenmask.cli.options import Demo, JsonOutput, ReplayFile, ShownRows
 from tokenmask.experiments.compare import CompareConfig
 from tokenmask.experiments.study import StudyConfig
 from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
+from tokenmask.settings import leaves
 from tokenmask.use.config import (
     AuditConfig,
     EmbedConfig,
@@ -173,6 +175,11 @@ COMMANDS: tuple[Command, ...] = (
 )  # fmt: skip
 
 
+SHORT_HELP = 30
+"""A command with at most this many settings shows them all on ``--help``; a longer one, all but
+the advanced ones (``setting(advanced=True)``), which ``--help-all`` adds."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tokenmask",
@@ -193,7 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
             where = groups[group[0]]
         verb = where.add_parser(name, help=command.help, description=command.description, allow_abbrev=False)
         verb.set_defaults(run=command.run)
-        add_settings(verb, command.config, title=command.title)
+        brief = sum(1 for config in (command.config, *command.options) for _ in leaves(config)) > SHORT_HELP
+        hidden = add_settings(verb, command.config, title=command.title, brief=brief)
         for options in command.options:
-            add_settings(verb, options, title="command line")
+            hidden |= add_settings(verb, options, title="command line", brief=brief)
+        add_help_all(verb, hidden)
     return parser

@@ -39,20 +39,26 @@ class UnitConfig:
         "Levine et al. 2021), 'given' (caller-supplied token spans, e.g. entities; Python API only)",
         choices=COMMAND_LINE_STRATEGIES,
     )
-    span_geometric_p: float = setting(0.2, help="span strategy: span length in words ~ Geometric(p)", gt=0.0, le=1.0)
-    span_max_words: int = setting(10, help="span strategy: longest span, in words (longer draws are clipped)", ge=1)
-    ngram_max_n: int = setting(3, help="ngram strategy: largest n; P(n) ∝ 1/n for n = 1..max", ge=1)
+    span_geometric_p: float = setting(
+        0.2, help="span strategy: span length in words ~ Geometric(p)", gt=0.0, le=1.0, advanced=True
+    )
+    span_max_words: int = setting(
+        10, help="span strategy: longest span, in words (longer draws are clipped)", ge=1, advanced=True
+    )
+    ngram_max_n: int = setting(3, help="ngram strategy: largest n; P(n) ∝ 1/n for n = 1..max", ge=1, advanced=True)
     pmi_min_count: int | None = setting(
         None,
         help="pmi strategy: keep word n-grams seen at least this often (none = scaled to the corpus: "
         "one per 100,000 words, between 3 and 11; the paper's 'more than 10' on 3.3 billion words)",
         ge=2,
+        advanced=True,
     )
     pmi_vocab_size: int | None = setting(
         None,
         help="pmi strategy: n-grams kept, 50% bigrams, 25% trigrams, 12.5% each 4- and 5-grams (none = "
         "scaled to the corpus as in the paper, 800,000 per 3.2 billion words: one per 4,000 words, at least 100)",
         ge=1,
+        advanced=True,
     )
     mask_terms: str | None = setting(
         None,
@@ -89,13 +95,14 @@ class SelectionConfig:
         "sequence (as the original BERT)",
     )
     min_masks_per_sequence: int = setting(
-        1, help="at least this many units per sequence that has eligible tokens (0 = no floor)", ge=0
+        1, help="at least this many units per sequence that has eligible tokens (0 = no floor)", ge=0, advanced=True
     )
     max_predictions: int | None = setting(
         None,
         help="at most this many target tokens per sequence (whole units only; "
         "min_masks_per_sequence wins if a unit is longer); none = no cap",
         ge=1,
+        advanced=True,
     )
 
     def __post_init__(self) -> None:
@@ -114,6 +121,7 @@ class CorruptionConfig:
         False,
         flag="corrupt_per_unit",
         help="decide mask/random/keep once per unit (SpanBERT) instead of once per token (BERT)",
+        advanced=True,
     )
 
     def __post_init__(self) -> None:

@@ -69,27 +69,40 @@ class PretrainConfig:
         "become the continued-pretraining recipe: --lr 1e-3 --head-warmup-steps 30 --layer-decay 0.8",
     )
     hub: HubConfig = setting(factory=HubConfig, help="the Hub")
-    eval_blocks: int = setting(128, help="validation blocks used per evaluation", ge=1)
+    eval_blocks: int = setting(128, help="validation blocks used per evaluation", ge=1, advanced=True)
     dupe_factor: int | None = setting(
-        None, help="static masking: only this many different masks per block, reused in turn (none = new masks every epoch)", ge=1
+        None,
+        help="static masking: only this many different masks per block, reused in turn (none = new masks every epoch)",
+        ge=1,
+        advanced=True,
     )
     mlm_probability_end: float | None = setting(
-        None, help="masking-rate schedule: end at this rate, linearly from --mlm-probability (none = constant)", gt=0.0, le=1.0
+        None,
+        help="masking-rate schedule: end at this rate, linearly from --mlm-probability (none = constant)",
+        gt=0.0,
+        le=1.0,
+        advanced=True,
     )
     eval_mlm_probability: float = setting(
-        0.15, help="masking rate of the fixed evaluation masks (the same for every recipe, so runs compare)", gt=0.0, le=1.0
+        0.15,
+        help="masking rate of the fixed evaluation masks (the same for every recipe, so runs compare)",
+        gt=0.0,
+        le=1.0,
+        advanced=True,
     )
     eval_masking: EvalMasking = setting(
         "own",
         help="masks of the fixed evaluation: 'own' = this run's masking at --eval-mlm-probability; 'common' = "
         "token-level 80/10/10 at that rate with the seed-0 masks, the same for every run on the data whatever its "
         "strategy, corruption or seed (what tokenmask study scores), the own-masking score logged beside as eval_own_*",
+        advanced=True,
     )
     num_workers: int | None = setting(
         None,
         help="DataLoader worker processes that collate and mask batches (0 = in the training process; "
         "none = 2 on a GPU, where collating beside the step pays, and 0 on a CPU, whose cores train)",
         ge=0,
+        advanced=True,
     )
     objective: Objective = setting(
         "mlm",
@@ -102,6 +115,7 @@ class PretrainConfig:
         50.0,
         help="replaced-token detection: weight of the discriminator's loss per token against the generator's per target (ELECTRA's lambda)",
         gt=0.0,
+        advanced=True,
     )
     generator_share: float = setting(
         0.25,
@@ -109,6 +123,7 @@ class PretrainConfig:
         "same depth; ModernBERT, its layers (at least 1) at the same width",
         gt=0.0,
         le=1.0,
+        advanced=True,
     )
 
     def __post_init__(self) -> None:

@@ -26,12 +26,14 @@ class ReadingConfig:
         False,
         help="refuse bytes that are not UTF-8 in text, JSON and CSV files (an error naming file and line); "
         "without it they become U+FFFD and the lines holding them are counted in the run's first line",
+        advanced=True,
     )
     max_line_bytes: int = setting(
         MAX_LINE_BYTES,
         help="longest line of a text or JSON Lines file (or JSON array record), in bytes; a longer one is an error "
         "naming file, line and length, found after reading no more than the limit",
         ge=1,
+        advanced=True,
     )
 
     def __post_init__(self) -> None:

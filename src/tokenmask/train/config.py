@@ -32,18 +32,19 @@ class LoopConfig:
     batch_size: int = setting(8, help="examples (blocks) per micro-batch", ge=1)
     grad_accum: int = setting(1, help="micro-batches per optimizer step", ge=1)
     lr: float = setting(2e-3, help="peak learning rate (AdamW)", gt=0.0)
-    weight_decay: float = setting(0.01, help="AdamW weight decay (never on biases and norms)", ge=0.0)
+    weight_decay: float = setting(0.01, help="AdamW weight decay (never on biases and norms)", ge=0.0, advanced=True)
     warmup: float = setting(0.06, help="share of steps spent warming the learning rate up", ge=0.0, lt=1.0)
-    schedule: Literal["linear", "cosine"] = setting("linear", help="decay after warm-up")
+    schedule: Literal["linear", "cosine"] = setting("linear", help="decay after warm-up", advanced=True)
     layer_decay: float = setting(
         1.0,
         help="layer-wise learning-rate decay: encoder layer i of L trains at lr × layer_decay^(L+1−depth) "
         "(embeddings depth 0, layer i depth i+1); 1 = off",
         gt=0.0,
         le=1.0,
+        advanced=True,
     )
     head_warmup_steps: int = setting(
-        0, help="train only the parameters outside the base model (the new head) for this many steps first", ge=0
+        0, help="train only the parameters outside the base model (the new head) for this many steps first", ge=0, advanced=True
     )
     max_steps: int | None = setting(None, help="stop after this many optimizer steps", ge=1)
     max_tokens: int | None = setting(None, help="stop after this many training tokens", ge=1)
@@ -53,10 +54,13 @@ class LoopConfig:
     eval_every: int = setting(
         250, help="evaluate every N steps, and at the end (and at the start, unless --no-eval-at-start)", ge=1
     )
-    eval_at_start: bool = setting(True, help="evaluate before the first step too (the curve's starting point)")
+    eval_at_start: bool = setting(True, help="evaluate before the first step too (the curve's starting point)", advanced=True)
     save_every: int = setting(500, help="write a resumable checkpoint every N steps to OUTPUT/checkpoints/step-N", ge=1)
     keep_last: int = setting(
-        2, help="keep the N newest valid checkpoints; older ones are removed once a new one is written and verified", ge=1
+        2,
+        help="keep the N newest valid checkpoints; older ones are removed once a new one is written and verified",
+        ge=1,
+        advanced=True,
     )
     snapshots: tuple[float, ...] = setting(
         (),
@@ -64,6 +68,7 @@ class LoopConfig:
         metavar="SHARES",
         help="also save the model (no training state) when the run reaches these shares of its token limit (of its "
         "step limit without one), in OUTPUT/snapshots/fraction-F, e.g. 0.25,0.5: a study fine-tunes from them",
+        advanced=True,
     )
     resume: bool = setting(
         False, help="continue the run in OUTPUT from its newest valid checkpoint (from the start if it has none)"
@@ -86,9 +91,13 @@ class LoopConfig:
         False,
         help="compile the encoder's layers with torch.compile (not a last layer that runs at the targets only): "
         "its first step takes a while (20 s for the default model on 2 CPU cores); for GPUs and long runs",
+        advanced=True,
     )
     max_bad_steps: int = setting(
-        5, help="stop after this many steps in a row with a NaN or infinite loss or gradient (each is skipped)", ge=1
+        5,
+        help="stop after this many steps in a row with a NaN or infinite loss or gradient (each is skipped)",
+        ge=1,
+        advanced=True,
     )
 
     def __post_init__(self) -> None:
