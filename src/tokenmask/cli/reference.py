@@ -22,7 +22,8 @@ def settings_reference() -> str:
         "Every flag of every command, generated from the settings' declarations when the docs are built "
         "(the same declarations `--help` and the YAML configs come from). A setting's YAML key is its flag "
         "without the leading dashes (`max-steps` or `max_steps`); `--config FILE` reads such a file, and a run's "
-        "`OUTPUT/config.yaml` is one.",
+        "`OUTPUT/config.yaml` is one. The `--help` of a long command lists its common settings; `--help-all`, "
+        "like this page, every one.",
     ]
     for command in COMMANDS:
         lines += ["", f"## tokenmask {command.name}", "", command.description]
