@@ -76,9 +76,9 @@ API_PAGES = (
     ),
     ApiPage(
         "api/experiments.md",
-        "Experiments: the study and the augmentation comparison",
-        "`tokenmask.experiments`: the study and the augmentation comparison, declared on one sweep runner, and their "
-        "reports. The guide: [Experiments](../experiments.md).",
+        "Experiments: the study",
+        "`tokenmask.experiments`: the study, its grid, runner, paired statistics and "
+        "report. The guide: [Experiments](../experiments.md).",
         ("tokenmask.experiments",),
     ),
     ApiPage(

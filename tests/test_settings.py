@@ -149,11 +149,13 @@ def test_a_nested_config_offers_only_what_its_field_declares_in_the_words_it_giv
 
 def test_a_nested_default_is_its_fields_own_not_what_the_class_resolves():
     # FinetuneConfig resolves a 9-minute limit when none is given; as a nested default, that
-    # would ride along beside a limit the user gives (a comparison of --max-steps 60 cut at 9 min)
-    from tokenmask.experiments.compare import CompareConfig, compare_config
+    # would ride along beside a limit the user gives (runs of --max-steps 60 cut at 9 min)
+    @dataclass(frozen=True)
+    class Runs:
+        base: FinetuneConfig = setting(factory=FinetuneConfig, help="every run")
 
-    assert compare_config({"output": "o", "max_steps": 60}).base.loop.max_time is None
-    assert {leaf.key: leaf.default for leaf in leaves(CompareConfig)}["max_time"] is None
+    assert build(Runs, {"max_steps": 60}).base.loop.max_time is None
+    assert {leaf.key: leaf.default for leaf in leaves(Runs)}["max_time"] is None
     assert build(FinetuneConfig, {}).loop.max_time == 9.0  # alone, the default limit still applies
 
 

@@ -26,6 +26,7 @@ import types
 import typing
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 
@@ -378,3 +379,22 @@ def bounds(metadata: Mapping[str, Any]) -> str:
     if high[1] is not None:
         return f"{'<=' if high[0] == 'le' else '<'} {high[1]:g}"
     return ""
+
+
+def read_settings_file(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping of settings (flag names as keys, in kebab or snake case), e.g. a run's ``config.yaml``.
+
+    Raises:
+        ValueError: the file cannot be read, is not YAML, or is not a mapping.
+    """
+    import yaml
+
+    try:
+        settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML ({error})") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read the config file ({error.strerror or error})") from None
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"{path}: expected a mapping of settings, e.g. 'max-steps: 100'")
+    return dict(settings)

@@ -139,34 +139,17 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_compare_augment(args: argparse.Namespace) -> int:
-    from tokenmask.cli.render import ProgressReporter
-    from tokenmask.experiments.compare import CompareConfig, compare_augment, compare_config
-    from tokenmask.experiments.compare_report import COMPARE_FILE, COMPARE_PLOT
-    from tokenmask.experiments.report import REPORT_FILE
-
-    config = compare_config(requested_settings(CompareConfig, args, config_file=_config_file(args)))
-    with ProgressReporter() as reporter:
-        comparison = compare_augment(config, reporter, command=args.command_line)
-    print(comparison.table())
-    print(
-        f"runs in {comparison.output}/size-*/*/seed-*; summary in {comparison.output}/{COMPARE_FILE}, "
-        f"{COMPARE_PLOT} and {REPORT_FILE}"
-    )
-    return 0
-
-
 def cmd_study(args: argparse.Namespace) -> int:
     from tokenmask.cli.render import ProgressReporter
-    from tokenmask.experiments.report import REPORT_FILE
+    from tokenmask.experiments.report import REPORT_FILE, study_table
+    from tokenmask.experiments.runner import RECORD
     from tokenmask.experiments.study import StudyConfig, run_study, study_config
-    from tokenmask.experiments.study_report import STUDY_FILE, study_table
 
     config = study_config(requested_settings(StudyConfig, args, config_file=_config_file(args)))
     with ProgressReporter() as reporter:
-        study = run_study(config, reporter, command=args.command_line)
+        study = run_study(config, reporter)
     print(study_table(study))
-    print(f"cells in {config.output}/cells; results in {config.output}/{STUDY_FILE}; report in {config.output}/{REPORT_FILE}")
+    print(f"cells in {config.output}/cells; results in {config.output}/{RECORD}; report in {config.output}/{REPORT_FILE}")
     return 0
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tokenmask.settings import Leaf, build, converted, leaves, spelled
+from tokenmask.settings import Leaf, build, converted, leaves, read_settings_file, spelled
 from tokenmask.settings import nested_type as _nested_type
 
 
@@ -124,25 +124,6 @@ def requested_settings(config_type: type, args: argparse.Namespace, *, config_fi
             raise ValueError(f"{config_file}: {error}") from None
         settings = {str(key).replace("-", "_"): value for key, value in written.items()}
     return {**settings, **given_settings(args, config_type)}
-
-
-def read_settings_file(path: Path) -> dict[str, Any]:
-    """A YAML mapping of settings (flag names as keys, in kebab or snake case), e.g. a run's ``config.yaml``.
-
-    Raises:
-        ValueError: the file cannot be read, is not YAML, or is not a mapping.
-    """
-    import yaml
-
-    try:
-        settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid YAML ({error})") from None
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read the config file ({error.strerror or error})") from None
-    if not isinstance(settings, Mapping):
-        raise ValueError(f"{path}: expected a mapping of settings, e.g. 'max-steps: 100'")
-    return dict(settings)
 
 
 def section_title(config_type: type, section: tuple[str, ...]) -> str:

@@ -18,9 +18,7 @@ from typing import Any
 from tokenmask.cli import commands
 from tokenmask.cli.flags import add_help_all, add_settings
 from tokenmask.cli.options import Demo, JsonOutput, ReplayFile, ShownRows
-from tokenmask.experiments.compare import CompareConfig
 from tokenmask.experiments.study import StudyConfig
-from tokenmask.experiments.study_grid import DEFAULT_CELL_TOKENS
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
 from tokenmask.settings import leaves
 from tokenmask.use.config import (
@@ -136,33 +134,15 @@ COMMANDS: tuple[Command, ...] = (
         FinetuneConfig, (ReplayFile,), title="fine-tuning",
     ),
     Command(
-        "compare-augment", commands.cmd_compare_augment,
-        "fine-tune at several [MASK] augmentation rates, training-set sizes and seeds; tables, plots, report.html",
-        "Run the same fine-tuning once per training-set size, augmentation arm and seed (each in OUTPUT/size-S/ARM/seed-N; "
-        "an arm is a fixed rate, rate-R, or with --augment-adaptive also adaptive-R) and compare the final metrics "
-        "(accuracy, macro-F1; --best-metric picks the one compared): mean ± sample standard deviation per arm, and each "
-        "arm minus rate 0 seed by seed with a 95% paired t interval that says when the difference is within noise. "
-        "Training samples are drawn with the seed, stratified by label, nested (the 100 are among the 300). With "
-        "--robustness, also scored on corrupted copies of the validation set. Writes OUTPUT/compare.json, compare.png, "
-        "robustness.png and report.html, and OUTPUT/config.yaml, which --config replays. Give the length of each run "
-        "with --max-steps (equal steps), --max-time (equal minutes per run) or --epochs; --resume continues an "
-        "interrupted comparison without redoing finished runs.",
-        CompareConfig, (ReplayFile,), title="the comparison",
-    ),
-    Command(
         "study", commands.cmd_study,
-        "which masking pays: pre-train a grid of strategies x rates x corruptions, scored on the same masks and, "
-        "with --finetune DATA, on your own task",
-        "Pre-train one run per cell of the grid (strategies x rates x corruptions [x rate schedules] x seeds), each in "
-        "OUTPUT/cells/NAME with the same settings, budget and seeds, and score every cell on the same fixed token-level "
-        "80/10/10 masks (its own-masking score beside). With --finetune DATA (your labelled CSV/JSONL, or builtin), "
-        "fine-tune every model, and the starting model itself (the baseline), at each --label-budgets x "
-        "--augment-rates x --finetune-seeds [x --pretrain-fractions], score them on the held-out set and its corrupted "
-        "copies, and report each against the baseline with paired 95% intervals and a verdict in words; the best "
-        "fine-tuned model is kept in OUTPUT/best-model. Says how long it will take before it starts. Writes "
-        "OUTPUT/study.json, OUTPUT/report.html and plots, and OUTPUT/config.yaml, which --config replays; --resume "
-        "continues a stopped study without redoing finished cells. Without a limit, each cell stops at "
-        f"{DEFAULT_CELL_TOKENS:,} training tokens.",
+        "which masking pays, on your task: pre-train a grid of maskings, fine-tune every model, compare with paired "
+        "intervals",
+        "Pre-train one run per cell of the grid (strategies x rates x corruptions [x rate ends x objectives] x seeds), each "
+        "in OUTPUT/cells/NAME with the settings of --pretrain-config, every cell scored on the same fixed 80/10/10 masks. "
+        "With --finetune DATA, fine-tune every model and the starting model itself (the baseline) with the settings of "
+        "--finetune-config at each label budget x augmentation x seed [x pre-training fraction], and compare each with "
+        "paired 95% intervals and a verdict column. --strategies none fine-tunes the starting model alone. Writes "
+        "OUTPUT/study.json, OUTPUT/report.html and OUTPUT/config.yaml (--config replays it); --resume continues.",
         StudyConfig, (ReplayFile,), title="the study",
     ),
     Command(

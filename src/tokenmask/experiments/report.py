@@ -1,111 +1,218 @@
-"""One self-contained HTML page of a study or comparison: headings, text, tables and figures.
+"""What a study found, from its ``study.json`` alone: the terminal table, the plots and one self-contained ``report.html``.
 
-Everything is inside the file: the style sheet inline, every figure a PNG embedded as a
-``data:`` URI, no script and no link to fetch, so ``report.html`` opens offline, can be
-mailed or attached to a ticket, and looks the same everywhere. Text is escaped; numbers are
-formatted by the caller (the report does not guess how many digits matter).
+Nothing here trains or loads a model, so a report can be rebuilt (or tested) from the record. The
+page opens with the answer on the user's task, a table per label budget with a verdict column,
+then the other comparisons, then the pre-training. Everything is inside the file: the style inline,
+each plot a PNG as a ``data:`` URI, no script, so it opens offline and can be mailed.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from tokenmask.experiments.runner import RECORD
+from tokenmask.experiments.stats import CLEAN, COMPARISONS, size_order, tally
 from tokenmask.files import write_text
+from tokenmask.plots import pyplot, save_png
 
-REPORT_FILE = "report.html"
-
-_STYLE = """
-body { font: 15px/1.45 system-ui, sans-serif; max-width: 70rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
-h1 { font-size: 1.6rem; } h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid #ddd; }
+REPORT_FILE, CURVES_PLOT, DOWNSTREAM_PLOT = "report.html", "curves.png", "downstream.png"
+_STYLE = """body { font: 15px/1.45 system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid #ddd; } p.note { color: #555; }
 table { border-collapse: collapse; margin: 0.8rem 0; font-variant-numeric: tabular-nums; }
-th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
-th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
-caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: 0.3rem; }
-figure { margin: 1rem 0; } figcaption { color: #555; font-size: 0.9rem; } img { max-width: 100%; }
-p.note { color: #555; }
-"""
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; } th { background: #f3f3f3; }
+td:first-child, th:first-child { text-align: left; } caption { text-align: left; font-weight: 600; } img { max-width: 100%; }"""
+_WORDS = {"accuracy": "accuracy", "macro_f1": "macro-F1", "span_f1": "span-F1"}
+_TITLES = {"augmentation": "[MASK] augmentation against none", "masking": "each strategy against token masking at the same rate",
+           "objective": "replaced-token detection against the masked LM with the same masking"}  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Heading:
-    text: str
+def spread(values: Sequence[float]) -> str:
+    """``"0.7000 ± 0.0100"`` over seeds, ``"0.7000"`` for one, ``"-"`` for none."""
+    if not values:
+        return "-"
+    mean = statistics.fmean(values)
+    return f"{mean:.4f} ± {statistics.stdev(values):.4f}" if len(values) > 1 else f"{mean:.4f}"
 
 
-@dataclass(frozen=True)
-class Paragraph:
-    text: str
-    note: bool = False  # shown smaller and grey: provenance, commands, caveats
+def delta(row: Mapping[str, Any]) -> str:
+    """A paired difference in points of the metric: ``"+1.2 [+0.3, +2.1]"``, ``"+1.2 (1 seed)"``, ``"-"``."""
+    paired = row.get("paired")
+    if not paired:
+        return "-"
+    if paired["low"] is None:
+        return f"{paired['mean'] * 100:+.1f} (1 seed)"
+    return f"{paired['mean'] * 100:+.1f} [{paired['low'] * 100:+.1f}, {paired['high'] * 100:+.1f}]"
 
 
-@dataclass(frozen=True)
-class Table:
-    """``columns`` names the columns; each row has one already-formatted cell per column."""
-
-    columns: Sequence[str]
-    rows: Sequence[Sequence[object]]
-    caption: str = ""
-
-    def __post_init__(self) -> None:
-        for row in self.rows:
-            if len(row) != len(self.columns):
-                raise ValueError(f"a table row has {len(row)} cells for {len(self.columns)} columns: {list(row)}")
+def verdict(row: Mapping[str, Any]) -> str:
+    """The verdict column: the paired verdict, ``reference`` for the baseline's own row, ``no pair`` without shared seeds."""
+    if row.get("paired"):
+        return str(row["paired"]["verdict"])
+    return "reference" if row["against"] is None and row["fraction"] == 0.0 else "no pair"
 
 
-@dataclass(frozen=True)
-class Figure:
-    """A PNG file on disk, embedded into the page (the file itself may be deleted afterwards)."""
+def budget_table(summary: Mapping[str, Any], size: str, set_name: str = CLEAN) -> tuple[list[str], list[list[str]]]:
+    """One label budget on one set, against the baseline: a line per (point, fraction, augmentation),
+    every metric's mean ± sd, the primary metric's paired difference and verdict."""
+    metrics, primary = summary["metrics"], summary["primary"]
+    rows = [r for r in summary["against_baseline"] if r["size"] == size and r["set"] == set_name]
+    columns = ["point", "fraction", "augment", "pre-training tokens", "runs", *(f"{_WORDS[m]} mean ± sd" for m in metrics),
+               f"Δ {_WORDS[primary]} (points, 95% CI)", "verdict"]  # fmt: skip
+    lines = []
+    for where in dict.fromkeys((r["point"], r["fraction"], r["augment"]) for r in rows):
+        by_metric = {r["metric"]: r for r in rows if (r["point"], r["fraction"], r["augment"]) == where}
+        main = by_metric[primary]
+        lines.append([where[0], f"{where[1]:g}", where[2], f"{main['pretrain_tokens']:,.0f}", str(len(main["values"])),
+                      *(spread(by_metric[m]["values"]) if m in by_metric else "-" for m in metrics), delta(main),
+                      verdict(main)])  # fmt: skip
+    return columns, lines
 
-    png: Path
-    caption: str = ""
+
+def comparison_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Rows of one comparison (primary metric): the clean set first, then the corrupted ones."""
+    columns = ["labels", "set", "point", "fraction", "augment", "against", "mean ± sd", "Δ (points, 95% CI)", "verdict"]
+    ordered = sorted(rows, key=lambda r: (r["set"] != CLEAN, r["set"], size_order(r["size"])))
+    against = [
+        " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in (r["against"] or {}).values()) or "-" for r in ordered
+    ]
+    return columns, [[r["size"], r["set"], r["point"], f"{r['fraction']:g}", r["augment"], a, spread(r["values"]), delta(r),
+                      verdict(r)] for r, a in zip(ordered, against)]  # fmt: skip
 
 
-Part = Heading | Paragraph | Table | Figure
+def budget_line(summary: Mapping[str, Any], size: str) -> str:
+    """The one sentence per label budget: ``"100 labels: 1 better, 2 no measurable difference (macro-F1, clean set)."``"""
+    rows = [r for r in summary["against_baseline"]
+            if r["size"] == size and r["set"] == CLEAN and r["metric"] == summary["primary"] and r["against"]]  # fmt: skip
+    counts = ", ".join(f"{n} {word}" for word, n in tally(rows).items()) or "no pair yet"
+    return f"{size} labels: {counts} against the starting model ({_WORDS[summary['primary']]}, clean set)."
 
 
-def render_report(title: str, parts: Sequence[Part]) -> str:
-    """The page as a string.
+def pretraining_table(study: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Each pre-trained grid point over its finished seeds: fixed-mask accuracy and loss, and on its own masks."""
+    points: dict[str, list[Mapping[str, Any]]] = {}
+    for cell in (c for c in study["cells"] if c.get("role", "pretrain") == "pretrain" and c.get("strategy")):
+        points.setdefault(_point(cell), []).extend([cell] if cell.get("status") == "finished" else [])
+    columns = ["point", "seeds", "fixed-mask accuracy", "fixed-mask loss", "own-mask accuracy"]
+    return columns, [[p, str(len(cells)), spread([c["common"]["accuracy"] for c in cells]),
+                      spread([c["common"]["loss"] for c in cells]),
+                      spread([c["own"]["accuracy"] for c in cells if c.get("own")])] for p, cells in points.items()]  # fmt: skip
 
-    ``render_report("t", [Table(["a"], [[1]])])`` -> ``<!DOCTYPE html>…<table>…<td>1</td>…``
+
+def _point(cell: Mapping[str, Any]) -> str:
+    return str(cell.get("point") or cell["name"].rsplit("-seed", 1)[0])
+
+
+def study_table(study: Mapping[str, Any]) -> str:
+    """The terminal's summary: the pre-training table, then each label budget's against the baseline."""
+    lines = _aligned(*pretraining_table(study)) if study["plan"]["grid"]["strategies"] != ["none"] else []
+    summary = study.get("downstream") or {"sizes": ()}
+    for size in summary["sizes"]:
+        lines += ["", budget_line(summary, size), *_aligned(*budget_table(summary, size))]
+    finished = sum(c.get("status") == "finished" for c in study["cells"])
+    return "\n".join([*lines, f"{finished} of {len(study['cells'])} cells finished"])
+
+
+def _aligned(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    return ["  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in [columns, *rows]]
+
+
+def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
+    """Fixed-mask accuracy against training tokens, one line per pre-training cell."""
+    lines = {c["name"]: [(p["tokens"], p["accuracy"], 0.0) for p in c["curve"]] for c in study["cells"] if c.get("curve")}
+    return _plot([("every cell on the same masks", lines)], "training tokens", "fixed-mask accuracy (80/10/10)", path)
+
+
+def plot_downstream(summary: Mapping[str, Any], path: Path) -> Path:
+    """The primary metric (mean ± sd) against pre-training tokens, clean set, no augmentation: a panel per label budget."""
+    panels = []
+    for size in summary["sizes"]:
+        rows = [r for r in summary["against_baseline"]
+                if r["size"] == size and r["set"] == CLEAN and r["metric"] == summary["primary"] and r["augment"] == "0"]  # fmt: skip
+        base = [(r["pretrain_tokens"], r["mean"], r["sd"]) for r in rows if r["fraction"] == 0.0]
+        lines = {p: base + [(r["pretrain_tokens"], r["mean"], r["sd"]) for r in sorted(rows, key=lambda r: r["fraction"])
+                            if r["point"] == p and r["fraction"] > 0] for p in dict.fromkeys(r["point"] for r in rows)}  # fmt: skip
+        panels.append((f"{size} labels", lines))
+    return _plot(panels, "pre-training tokens", _WORDS[summary["primary"]], path)
+
+
+def _plot(panels: Sequence[tuple[str, Mapping[str, list[tuple[float, float, float]]]]], x: str, y: str, path: Path) -> Path:
+    """A panel per (title, {label: [(x, y, error)]}), a line per label."""
+    plt = pyplot()
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels) + 2, 4.5), squeeze=False)
+    for (title, lines), panel in zip(panels, axes[0]):
+        for label, points in lines.items():
+            panel.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[p[2] for p in points], marker="o",
+                           markersize=3, capsize=3, label=label)  # fmt: skip
+        panel.set(xlabel=x, ylabel=y, title=title)
+        panel.grid(alpha=0.3)
+        if lines:
+            panel.legend(fontsize=7)
+    figure.tight_layout()
+    return save_png(figure, path)
+
+
+def study_page(study: Mapping[str, Any], folder: Path) -> str:
+    """The report as HTML: the answer on the task first, then the other comparisons, the pre-training and the settings."""
+    parts, summary = [], study.get("downstream")
+    finished = sum(c.get("status") == "finished" for c in study["cells"])
+    if not study.get("complete"):
+        parts.append(_note(f"Incomplete: {finished} of {len(study['cells'])} cells finished."))
+    if summary and summary["sizes"]:
+        parts.append("<h2>On your task, against the starting model</h2>")
+        for size in summary["sizes"]:
+            parts += [f"<p>{html.escape(budget_line(summary, size))}</p>", _table(*budget_table(summary, size))]
+        if study.get("best"):
+            best = study["best"]
+            parts.append(_note(f"Best held-out {_WORDS[best['metric']]}: {best['value']:.4f}, cell {best['name']} "
+                               "(chosen on that set, so optimistic there)."))  # fmt: skip
+        parts.append(_figure(plot_downstream(summary, folder / DOWNSTREAM_PLOT)))
+        corrupted = [r for r in summary["against_baseline"] if r["set"] != CLEAN and r["metric"] == summary["primary"]]
+        if corrupted:
+            parts += ["<h2>On the corrupted held-out sets, against the starting model</h2>", _table(*comparison_table(corrupted))]
+        for kind in COMPARISONS[1:]:
+            rows = [r for r in summary[kind] if r["metric"] == summary["primary"]]
+            if rows:
+                parts += [f"<h2>{html.escape(_TITLES[kind])}</h2>", _table(*comparison_table(rows))]
+    if study["plan"]["grid"]["strategies"] != ["none"]:
+        evaluation = study.get("evaluation", {})
+        parts += ["<h2>Pre-training</h2>", _note(f"Every cell scored on the same fixed masks: {evaluation.get('masking')} at "
+                  f"{evaluation.get('mlm_probability')} on {evaluation.get('blocks')} validation blocks."),
+                  _table(*pretraining_table(study)), _figure(plot_curves(study, folder / CURVES_PLOT))]  # fmt: skip
+    settings = json.dumps(study["plan"], indent=1)
+    parts += ["<h2>Plan</h2>", f"<pre>{html.escape(settings)}</pre>"]
+    body = "\n".join(parts)
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Study</title>\n<style>{_STYLE}</style>\n'
+            f"</head>\n<body>\n<h1>Which masking pays: a study</h1>\n{body}\n</body>\n</html>\n")  # fmt: skip
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{html.escape(text)}</p>'
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def _figure(png: Path) -> str:
+    source = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+    return f'<figure><img src="{source}" alt="{html.escape(png.name)}"></figure>'
+
+
+def write_study_report(folder: str | Path) -> Path:
+    """Write ``folder/report.html`` (and its plots) from ``folder/study.json``; returns the page's path.
 
     Raises:
-        FileNotFoundError: a figure's PNG does not exist.
-        ValueError: a figure that is not a PNG file.
+        FileNotFoundError: no ``study.json`` in ``folder``.
     """
-    body = "\n".join(_render(part) for part in parts)
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n"
-        f"<body>\n<h1>{html.escape(title)}</h1>\n{body}\n</body>\n</html>\n"
-    )
-
-
-def write_report(path: str | Path, title: str, parts: Sequence[Part]) -> Path:
-    """Write :func:`render_report` to ``path`` atomically (a crash leaves the old page)."""
-    return write_text(path, render_report(title, parts))
-
-
-def _render(part: Part) -> str:
-    if isinstance(part, Heading):
-        return f"<h2>{html.escape(part.text)}</h2>"
-    if isinstance(part, Paragraph):
-        opening = '<p class="note">' if part.note else "<p>"
-        return f"{opening}{html.escape(part.text)}</p>"
-    if isinstance(part, Table):
-        caption = f"<caption>{html.escape(part.caption)}</caption>" if part.caption else ""
-        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in part.columns)
-        rows = "\n".join("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in part.rows)
-        return f"<table>{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody>\n</table>"
-    return _figure(part)
-
-
-def _figure(part: Figure) -> str:
-    data = Path(part.png).read_bytes()
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise ValueError(f"{part.png}: not a PNG file")
-    source = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-    caption = f"<figcaption>{html.escape(part.caption)}</figcaption>" if part.caption else ""
-    return f'<figure><img src="{source}" alt="{html.escape(part.caption or Path(part.png).name)}">{caption}</figure>'
+    folder = Path(folder)
+    study = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+    return write_text(folder / REPORT_FILE, study_page(study, folder))

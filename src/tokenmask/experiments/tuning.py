@@ -1,69 +1,142 @@
-"""One fine-tuning run of a sweep, scored on the clean and the corrupted sets: the comparison's cells and the study's.
+"""A study's fine-tunings: the labelled data read once per process, and one fine-tuning scored on every held-out set.
 
-Both sweeps fine-tune on a stratified sample of the same encoded examples
-(:class:`~tokenmask.experiments.compare_data.CompareData`) and score the final model on the
-clean validation set and on corrupted copies of it (:mod:`tokenmask.labelled.robustness`);
-:func:`tune_and_score` is that run, spelled once.
+Every fine-tuning cell draws a stratified sample of the same encoded training examples
+(:class:`TuningData`, nested: a seed's 100 examples are among its 300) and is scored on the clean
+held-out set and on corrupted copies of it drawn with its seed (:mod:`tokenmask.labelled.robustness`).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
-from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tokenmask.experiments.compare_data import CompareData
-from tokenmask.experiments.compare_stats import CLEAN
-from tokenmask.labelled.robustness import Corruption
-from tokenmask.recipes.config import FinetuneConfig
-from tokenmask.settings import flatten
+from tokenmask.experiments.stats import CLEAN, SCORED
+from tokenmask.labelled.align import FinetuneData, encode_texts_with_labels
+from tokenmask.labelled.examples import LabelledText, SideCounts
+from tokenmask.labelled.robustness import Corruption, corrupt_texts
+from tokenmask.labelled.subsets import stratified_sample
+from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
 from tokenmask.train.job import Reporter
 
-SCORED_METRICS = {"classify": ("accuracy", "macro_f1"), "tokens": ("accuracy", "macro_f1", "span_f1")}
-"""What every evaluation set is scored by, per task (higher is better for each)."""
+
+@dataclass
+class TuningData:
+    """Every example encoded once, and the raw ones the samples and corrupted sets are drawn from."""
+
+    full: FinetuneData
+    strata: list[str]
+    """The label of each training example (``classify``); one stratum for ``tokens``."""
+    train_raw: list[Any]
+    validation_raw: list[Any]
+    tokenizer: Any
+    batch_size: int
+    corrupted: dict[tuple[int, str], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def training(self, size: int | None, seed: int) -> FinetuneData:
+        """The data with its training side cut to a stratified sample drawn with ``seed`` (labels kept)."""
+        chosen = stratified_sample(self.strata, size, seed=seed)
+        return replace(
+            self.full, train=[self.full.train[i] for i in chosen], train_counts=SideCounts.of([self.train_raw[i] for i in chosen])
+        )
+
+    def corrupted_batches(self, seed: int, corruption: Corruption) -> list[dict[str, Any]]:
+        """The held-out set with ``corruption`` drawn with ``seed``, collated as the clean one is."""
+        from tokenmask.recipes.finetune import validation_batches
+
+        key = (seed, corruption.name)
+        if key not in self.corrupted:
+            raw = self.validation_raw
+            texts = corrupt_texts([e.text for e in raw], corruption, seed=seed, unk_token=self.tokenizer.unk_token)
+            examples = [LabelledText(t, e.label) for t, e in zip(texts, raw)]
+            side = encode_texts_with_labels(examples, self.tokenizer, self.full.labels, max_length=self.full.max_length,
+                                            side="validation")  # fmt: skip
+            first = len(self.full.train)
+            ided: list[Any] = [{**e, "id": first + i} for i, e in enumerate(side.examples)]
+            self.corrupted[key] = validation_batches(ided, self.tokenizer, self.batch_size)
+        return self.corrupted[key]
+
+
+def load_tuning_data(config: FinetuneConfig, tokenizer: Any) -> TuningData:
+    """Read, split and encode the data of ``config`` with ``tokenizer``.
+
+    Raises:
+        ValueError: data that cannot be read, split or encoded.
+    """
+    from tokenmask.recipes.finetune_data import load_finetune_split
+
+    full, train, validation = load_finetune_split(config, tokenizer)
+    strata = [getattr(e, "label", "") for e in train] if config.task == "classify" else [""] * len(train)
+    return TuningData(full, strata, train, validation, tokenizer, config.loop.batch_size)
 
 
 def tune_and_score(
-    run: FinetuneConfig,
-    data: CompareData,
-    reporter: Reporter,
-    *,
-    size: int | None,
-    corruptions: Sequence[Corruption],
-    keep: Sequence[str],
-    command: str | None,
-) -> dict[str, Any]:
-    """Fine-tune ``run`` on ``size`` training examples drawn with its seed (stratified, nested:
-    :meth:`CompareData.training`), score its final model on the clean validation set and on each
-    of ``corruptions`` (drawn with the same seed), then remove the run's folders but ``keep``
-    (``"model"``, ``"best"``, ``"checkpoints"``: kept only until now, since an unfinished run
-    needs its checkpoints to resume).
+    run: FinetuneConfig, data: TuningData, reporter: Reporter, *, size: int | None, corruptions: tuple[Corruption, ...],
+    keep_checkpoints: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """Fine-tune ``run`` on ``size`` training examples drawn with its seed, score its final model
+    on the clean held-out set and each of ``corruptions``; then remove its checkpoints and best
+    folder (kept until now: an unfinished run resumes from them) unless ``keep_checkpoints``.
 
     Returns:
-        ``{"examples", "steps", "seconds", "divergence_warnings", "scores": {set: {metric: value}}, "config"}``.
+        ``{"examples", "steps", "seconds", "divergence_warnings", "scores": {set: {metric: value}}}``.
     """
     from tokenmask.recipes.finetune import BEST_FOLDER, finetune
     from tokenmask.train.runs import CHECKPOINTS
     from tokenmask.use.classifier_scores import evaluate_classifier
 
-    seed, folder = run.loop.seed, Path(run.loop.output)
-    subset = data.training(size, seed)
-    result = finetune(run, reporter, data=subset, command=command)
-    scores = {CLEAN: _scored(result.final.metrics(), run)}
+    subset = data.training(size, run.loop.seed)
+    result = finetune(run, reporter, data=subset)
+    scores = {CLEAN: result.final.metrics()}
     for corruption in corruptions:
-        batches = data.corrupted_batches(seed, corruption)
-        scores[corruption.name] = _scored(
-            evaluate_classifier(result.model, batches, task="classify", labels=subset.labels).metrics(), run
-        )
-    for name in (BEST_FOLDER, "model", CHECKPOINTS):
-        if name not in keep:
-            shutil.rmtree(folder / name, ignore_errors=True)
+        batches = data.corrupted_batches(run.loop.seed, corruption)
+        scores[corruption.name] = evaluate_classifier(result.model, batches, task="classify", labels=subset.labels).metrics()
+    if not keep_checkpoints:
+        for name in (BEST_FOLDER, CHECKPOINTS):
+            shutil.rmtree(Path(run.loop.output) / name, ignore_errors=True)
     return {
-        "examples": len(subset.train), "steps": result.steps, "seconds": result.seconds,
-        "divergence_warnings": len(result.warnings), "scores": scores, "config": flatten(run),
+        "examples": len(subset.train), "steps": result.steps, "seconds": result.seconds, "divergence_warnings": len(result.warnings),
+        "scores": {name: {m: float(found[m]) for m in SCORED[run.task]} for name, found in scores.items()},
     }  # fmt: skip
 
 
-def _scored(metrics: Mapping[str, float], run: FinetuneConfig) -> dict[str, float]:
-    return {name: float(metrics[name]) for name in SCORED_METRICS[run.task]}
+def source_model(output: Path, c: dict[str, Any]) -> tuple[str, int]:
+    """The pre-trained model a fine-tuning cell starts from (its source cell's snapshot at its
+    share, or its final model), and the tokens it was pre-trained for.
+
+    Raises:
+        ValueError: the model is missing (a source cell's folder changed by hand).
+    """
+    from tokenmask.experiments.runner import MARKER
+    from tokenmask.train.checkpoint import NOTES_FILE, snapshot_folder
+
+    runs = output / c["source_folder"] / "pretrain"
+    model = runs / "model" if c["fraction"] == 1.0 else snapshot_folder(runs, c["fraction"])
+    notes = output / c["source_folder"] / MARKER if c["fraction"] == 1.0 else model / NOTES_FILE
+    if not (model / "config.json").exists():
+        raise ValueError(f"{model} is missing: the pre-training cell {c['source']} did not save it")
+    return str(model), int(json.loads(notes.read_text(encoding="utf-8"))["tokens"]) if notes.exists() else 0
+
+
+def baseline_model(base: PretrainConfig, seed: int, folder: Path) -> str:
+    """The model the study starts from: ``base.init``, or a new ``preset`` model initialised as the
+    pre-training cells of ``seed`` are (saved once to ``folder`` with its tokenizer)."""
+    if base.init:
+        return base.init
+    if not (folder / "config.json").exists():
+        import torch
+
+        from tokenmask.text.token_tables import require_mask_token
+        from tokenmask.train.checkpoint import save_model
+        from tokenmask.train.models import paired_tokenizer
+        from tokenmask.train.presets import build_model
+
+        tokenizer = paired_tokenizer(None, base.tokenizer, hub=base.hub)
+        require_mask_token(tokenizer)
+        torch.manual_seed(seed)  # as the loop seeds before it builds a cell's model: the same weights
+        model = build_model(base.preset, vocab_size=len(tokenizer), max_length=base.blocks.max_length,
+                            pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        save_model(folder, model, tokenizer, card="")
+    return str(folder)
