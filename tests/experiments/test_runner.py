@@ -118,7 +118,7 @@ def test_a_folder_is_refused_before_anything_is_written(tmp_path):
     old = json.loads((tmp_path / RECORD).read_text())
     del old["format"]
     (tmp_path / RECORD).write_text(json.dumps(old))
-    with pytest.raises(ValueError, match="format 1, from an older tokenmask: rerun the study into a new --output"):
+    with pytest.raises(ValueError, match="of format 1, from an older tokenmask: rerun the study into a new --output"):
         check_folder(tmp_path, Stand(), resume=True)
     run_folder = tmp_path / "run"
     run_folder.mkdir()

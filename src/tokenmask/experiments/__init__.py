@@ -1,8 +1,4 @@
-"""Experiments over many runs: one ``study`` crosses a grid into ordinary runs, one folder each.
-
-:mod:`.grid` (axes, cells, their names) → :mod:`.runner` (claim, run, mark, rebuild the record)
-→ :mod:`.study` (the cells' runs) with :mod:`.tuning` (fine-tuning and scoring) → :mod:`.stats`
-(paired intervals, verdicts) → :mod:`.report` (the page).
-
-Its place in the one-way import order: masking → text → blocks → collate/labelled → train → use → recipes → experiments → cli.
+"""Experiments over many runs: one ``study`` crosses a grid (:mod:`.grid`) into ordinary runs, one folder each
+(:mod:`.runner`, :mod:`.study`, :mod:`.tuning`), compared with paired intervals (:mod:`.stats`) on one page
+(:mod:`.report`). In the one-way import order: … → recipes → experiments → cli.
 """

@@ -21,8 +21,7 @@ from tokenmask.masking.config import COMMAND_LINE_STRATEGIES, Strategy
 from tokenmask.recipes.config import DETECTION_SETTINGS, PretrainConfig
 from tokenmask.settings import check, setting
 
-CORRUPTIONS: dict[str, tuple[float, float]] = {"bert": (0.8, 0.1), "mask-only": (1.0, 0.0)}
-"""Corruption name -> (``mask_replace_prob``, ``random_replace_prob``)."""
+CORRUPTIONS: dict[str, tuple[float, float]] = {"bert": (0.8, 0.1), "mask-only": (1.0, 0.0)}  # (mask, random) shares
 GRID_KEYS = (
     "strategy", "mlm_probability", "mlm_probability_end", "mask_replace_prob", "random_replace_prob", "eval_masking",
     "objective", "output", "resume", "overwrite", "snapshots",
@@ -32,8 +31,7 @@ TERMS, NONE, BASELINE, FINETUNE = "terms", "none", "baseline", "finetune"
 OBJECTIVES = ("mlm", "rtd")
 DEFAULT_ROBUSTNESS = ("typo=0.1", "delete=0.2", "unk=0.2")
 
-Coordinates = Mapping[str, Any]
-"""A cell's place in the grid, JSON-ready: ``{"strategy": "span", "rate": 0.3, "seed": 0}``."""
+Coordinates = Mapping[str, Any]  # a cell's place in the grid, JSON-ready: {"strategy": "span", "rate": 0.3, "seed": 0}
 
 
 @dataclass(frozen=True)
@@ -160,11 +158,7 @@ class Downstream:
     """What every model is fine-tuned on, and what the fine-tunings vary."""
 
     finetune: tuple[str, ...] = setting(
-        (),
-        separator=",",
-        metavar="DATA",
-        help="labelled data every model is fine-tuned on (files, folders or globs; builtin = Rotten Tomatoes); "
-        "none = pre-training only",
+        (), separator=",", metavar="DATA", help="labelled data every model is fine-tuned on; builtin = Rotten Tomatoes"
     )
     finetune_eval: tuple[str, ...] = setting(
         (), separator=",", metavar="DATA", help="held-out data every fine-tuned model is scored on (none = a share of --finetune)"
@@ -180,9 +174,7 @@ class Downstream:
         (1.0,), separator=",", help="fine-tune each pre-training cell's model at these shares of its budget, e.g. 0.25,0.5,1"
     )
     robustness_sets: tuple[str, ...] = setting(
-        DEFAULT_ROBUSTNESS,
-        metavar="KIND=RATES",
-        help="corrupted copies of the held-out set every model is also scored on (typo, delete, unk); none = no such set",
+        DEFAULT_ROBUSTNESS, metavar="KIND=RATES", help="corrupted held-out sets also scored (typo, delete, unk); none = none"
     )
 
     def __post_init__(self) -> None:
@@ -193,7 +185,7 @@ class Downstream:
         if "builtin" in self.finetune and len(self.finetune) > 1:
             raise ValueError(f"--finetune: 'builtin' stands alone; got {','.join(self.finetune)}")
         try:
-            self.corruptions  # noqa: B018 (malformed sets are refused here, before anything runs)
+            self.robustness()  # malformed sets are refused here, before anything runs
         except ValueError as error:
             raise ValueError(f"--robustness-sets: {error}") from None
         if self.finetune_eval and not self.finetune:
@@ -203,22 +195,17 @@ class Downstream:
     def enabled(self) -> bool:
         return bool(self.finetune)
 
-    @property
-    def robustness(self) -> tuple[str, ...]:
-        return () if self.robustness_sets in ((), (NONE,)) else self.robustness_sets
-
-    @property
-    def corruptions(self) -> tuple[Corruption, ...]:
-        """The corrupted held-out sets (none for ``--robustness-sets none``)."""
-        return parse_corruptions(self.robustness) if self.robustness else ()
+    def robustness(self, task: str = "classify") -> tuple[Corruption, ...]:
+        """The corrupted held-out sets: none for ``--robustness-sets none``, or to label tokens (a
+        deleted word would have to take its tag along)."""
+        return () if self.robustness_sets in ((), (NONE,)) or task != "classify" else parse_corruptions(self.robustness_sets)
 
     def to_dict(self, first_seed: int) -> dict[str, Any]:
         return {
-            "label_budgets": [size_name(n) for n in self.label_budgets],
+            "label_budgets": ["all" if n is None else str(n) for n in self.label_budgets],
             "seeds": list(range(first_seed, first_seed + self.finetune_seeds)),
             "augment_rates": [augment_label(a) for a in self.augment_rates],
             "pretrain_fractions": list(self.pretrain_fractions),
-            "robustness_sets": list(self.robustness),
         }
 
     def cells(self, sources: Sequence[Cell], first_seed: int) -> list[Cell]:
@@ -245,11 +232,6 @@ def augment_label(value: str) -> str:
     return f"adaptive-{rate:g}" if adaptive else f"{rate:g}"
 
 
-def size_name(size: int | None) -> str:
-    """``100 -> "100"``, ``None -> "all"``."""
-    return "all" if size is None else str(size)
-
-
 def _tune_names(source: Cell, c: Coordinates) -> tuple[str, str]:
     where = f"fraction-{c['fraction']:g}/size-{c['size']}/augment-{c['augment']}"
     return f"{source.name}/{where}/tune-seed-{c['seed']}", f"{source.folder}/tune/{where}/seed-{c['seed']}"
@@ -261,12 +243,9 @@ def cell_config(base: PretrainConfig, c: Coordinates, output: Path, *, resume: b
     own, kept = ("whole_word", terms) if c["strategy"] == TERMS else (c["strategy"], base.masking.units.mask_terms)
     units = replace(base.masking.units, strategy=cast(Strategy, own), mask_terms=kept)
     mask, random = CORRUPTIONS[c["corruption"]]
-    masking = replace(
-        base.masking,
-        units=units,
-        selection=replace(base.masking.selection, mlm_probability=c["rate"]),
-        corruption=replace(base.masking.corruption, mask_replace_prob=mask, random_replace_prob=random),
-    )
+    selection = replace(base.masking.selection, mlm_probability=c["rate"])
+    corruption = replace(base.masking.corruption, mask_replace_prob=mask, random_replace_prob=random)
+    masking = replace(base.masking, units=units, selection=selection, corruption=corruption)
     loop = replace(base.loop, output=str(output), seed=c["seed"], resume=resume, overwrite=False)
     cell = replace(base, masking=masking, mlm_probability_end=c["rate_end"], eval_masking="common", loop=loop)
     if c.get("objective") == "rtd":

@@ -12,12 +12,13 @@ import base64
 import html
 import json
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tokenmask.experiments.runner import RECORD
-from tokenmask.experiments.stats import CLEAN, COMPARISONS, size_order, tally
+from tokenmask.experiments.stats import CLEAN, COMPARISONS, size_order
 from tokenmask.files import write_text
 from tokenmask.plots import pyplot, save_png
 
@@ -89,7 +90,8 @@ def budget_line(summary: Mapping[str, Any], size: str) -> str:
     """The one sentence per label budget: ``"100 labels: 1 better, 2 no measurable difference (macro-F1, clean set)."``"""
     rows = [r for r in summary["against_baseline"]
             if r["size"] == size and r["set"] == CLEAN and r["metric"] == summary["primary"] and r["against"]]  # fmt: skip
-    counts = ", ".join(f"{n} {word}" for word, n in tally(rows).items()) or "no pair yet"
+    counts = ", ".join(f"{n} {word}" for word, n in Counter(r["paired"]["verdict"] for r in rows if r["paired"]).items())
+    counts = counts or "no pair yet"
     return f"{size} labels: {counts} against the starting model ({_WORDS[summary['primary']]}, clean set)."
 
 
@@ -97,15 +99,11 @@ def pretraining_table(study: Mapping[str, Any]) -> tuple[list[str], list[list[st
     """Each pre-trained grid point over its finished seeds: fixed-mask accuracy and loss, and on its own masks."""
     points: dict[str, list[Mapping[str, Any]]] = {}
     for cell in (c for c in study["cells"] if c.get("role", "pretrain") == "pretrain" and c.get("strategy")):
-        points.setdefault(_point(cell), []).extend([cell] if cell.get("status") == "finished" else [])
+        points.setdefault(cell["name"].rsplit("-seed", 1)[0], []).extend([cell] if cell.get("status") == "finished" else [])
     columns = ["point", "seeds", "fixed-mask accuracy", "fixed-mask loss", "own-mask accuracy"]
     return columns, [[p, str(len(cells)), spread([c["common"]["accuracy"] for c in cells]),
                       spread([c["common"]["loss"] for c in cells]),
                       spread([c["own"]["accuracy"] for c in cells if c.get("own")])] for p, cells in points.items()]  # fmt: skip
-
-
-def _point(cell: Mapping[str, Any]) -> str:
-    return str(cell.get("point") or cell["name"].rsplit("-seed", 1)[0])
 
 
 def study_table(study: Mapping[str, Any]) -> str:

@@ -1,11 +1,9 @@
 """Running a study's cells: each one run in its own folder under its lock, finished when its ``cell.json`` is written last.
 
-The record, ``OUTPUT/study.json``, is rebuilt from the ``cell.json`` files on disk after every
-cell, so processes need not talk to each other: ``--jobs N`` starts N - 1 more processes that do
-what this one does (claim the first cell whose model is ready and whose lock is free, run it,
-write its marker) until no cell is left. A signal stops a cell's loop at a checkpoint, as it
-stops a run; a cell that fails leaves ``error.txt`` so that no other process retries it.
-``--resume`` keeps the finished cells and continues the others from their checkpoints.
+The record, ``OUTPUT/study.json``, is rebuilt from the ``cell.json`` files after every cell, so
+processes need not talk: ``--jobs N`` starts N processes that each claim the first cell whose model
+is ready and whose lock is free, run it and write its marker, until none is left. A signal stops a
+cell's loop at a checkpoint, as it stops a run; a failed cell leaves ``error.txt``, retried on ``--resume``.
 """
 
 from __future__ import annotations
@@ -31,8 +29,7 @@ from tokenmask.train.job import Reporter
 if TYPE_CHECKING:
     from tokenmask.experiments.study import StudyRun as Study
 
-FORMAT = 2
-"""The record's format: a record of another format is refused (version 0.x carries no upgrade code)."""
+FORMAT = 2  # a record of another format is refused: version 0.x carries no upgrade code
 RECORD, SETTINGS, MARKER, ERROR = "study.json", "config.yaml", "cell.json", "error.txt"
 
 
@@ -68,12 +65,8 @@ def plan_differences(saved: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
 
 
 def check_folder(output: Path, study: Study, *, resume: bool) -> dict[str, Any] | None:
-    """The record of the study ``output`` holds, which this one continues (None: a new study).
-
-    Raises:
-        ValueError: ``output`` holds a run or another experiment, a study without ``resume``, a
-            record of an older format, or a study of another plan (naming what differs).
-    """
+    """The record of the study ``output`` holds, which this one continues (None: a new study); ValueError
+    for a run's folder, a study without ``resume``, a record of an older format or another plan."""
     path = output / RECORD
     if not path.exists():
         if (output / SETTINGS).exists():
@@ -87,23 +80,14 @@ def check_folder(output: Path, study: Study, *, resume: bool) -> dict[str, Any] 
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         raise ValueError(f"{path} is not a study record: choose another --output") from None
     if form != FORMAT:
-        raise ValueError(
-            f"{path} is a study record of format {form or 1}, from an older tokenmask: rerun the study into a new --output"
-        )
-    differences = plan_differences(shared_plan(plan, study.growing), shared_plan(study.plan(), study.growing))
-    if differences:
-        raise ValueError(
-            f"--resume: {output} holds a study of another plan ({differences}): rerun with its settings, or choose another --output"
-        )
+        raise ValueError(f"{path} is of format {form or 1}, from an older tokenmask: rerun the study into a new --output")
+    if differences := plan_differences(shared_plan(plan, study.growing), shared_plan(study.plan(), study.growing)):
+        raise ValueError(f"--resume: {output} holds a study of another plan ({differences}): rerun it with its settings")
     return dict(record)
 
 
 def finished(output: Path, study: Study, cells: Sequence[Cell]) -> dict[str, dict[str, Any]]:
-    """The results of the finished ``cells``, by name, read from their markers.
-
-    Raises:
-        ValueError: a marker of another plan (a folder left by another study).
-    """
+    """The results of the finished ``cells``, by name, from their markers; ValueError for a marker of another plan."""
     shared = shared_plan(study.plan(), study.growing)
     results = {}
     for cell in cells:
@@ -123,14 +107,8 @@ def write_record(output: Path, study: Study) -> dict[str, Any]:
     cells = study.cells()
     done = finished(output, study, cells)
     listed = [done.get(c.name) or {"name": c.name, **c.coordinates, "status": "pending"} for c in cells]
-    record = {
-        "format": FORMAT,
-        "complete": len(done) == len(cells),
-        "plan": study.plan(),
-        **study.summary(listed),
-        "cells": listed,
-    }
-    write_json(output / RECORD, record)
+    record = {"format": FORMAT, "complete": len(done) == len(cells), "plan": study.plan(), **study.summary(listed)}
+    write_json(output / RECORD, record := {**record, "cells": listed})
     return record
 
 
@@ -201,11 +179,9 @@ def work(
                 if signals.received is not None:
                     raise Interrupted(signals.received)
                 with cell_lock(output / cell.folder) as mine:
+                    if not mine and jobs == 1:
+                        raise ValueError(f"{output / cell.folder} is being run by another process: wait for it, or stop it")
                     if not mine or (output / cell.folder / MARKER).exists():
-                        if not mine and jobs == 1:
-                            raise ValueError(
-                                f"{output / cell.folder} is being run by another process: wait for it, or stop it first"
-                            )
                         continue
                     reporter.message(f"{label[cell.name]}: started")
                     result = _run_one(study, cell, output, reporter, loaded=loaded, resume=resume)

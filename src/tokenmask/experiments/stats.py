@@ -1,10 +1,9 @@
 """A study's numbers: mean ± sd over seeds, paired 95% intervals, and a verdict for each comparison.
 
-Pure Python over the fine-tuning cells of a record (no torch). Two fine-tunings that share their
-seeds drew the same training sample and initialisation, so the spread they share cancels in the
-per-seed differences; the interval is Student's t over those. A comparison is *better* or *worse*
-when its interval excludes 0, *no measurable difference* when it holds 0 and is at most
-:data:`NARROW` wide on each side, *too wide to tell* otherwise.
+Pure Python over a record's fine-tuning cells. Two fine-tunings that share their seeds drew the same
+sample and initialisation, so that spread cancels in the per-seed differences (Student's t interval).
+A comparison is *better* or *worse* when its interval excludes 0, *no measurable difference* when it
+holds 0 and is at most :data:`NARROW` wide on each side, *too wide to tell* otherwise.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-CLEAN = "clean"
-"""The uncorrupted held-out set."""
+CLEAN = "clean"  # the uncorrupted held-out set
 NARROW = 0.015
 """An interval's largest half-width (1.5 points of a 0–1 metric) that still shows "no measurable difference"."""
 BETTER, WORSE, NULL, WIDE, ONE_SEED = "better", "worse", "no measurable difference", "too wide to tell", "one seed"
@@ -75,10 +73,8 @@ class Paired:
                 "verdict": self.verdict}  # fmt: skip
 
 
-Group = tuple[str, float, str]
-"""What a row is about: (point, pre-training fraction, augmentation)."""
-Runs = dict[tuple[int, int], Mapping[str, Any]]
-"""A group's finished cells by (pre-training seed, fine-tuning seed)."""
+Group = tuple[str, float, str]  # what a row is about: (point, pre-training fraction, augmentation)
+Runs = dict[tuple[int, int], Mapping[str, Any]]  # a group's finished cells by (pre-training seed, fine-tuning seed)
 COMPARISONS = ("against_baseline", "augmentation", "masking", "objective")
 
 
@@ -189,19 +185,9 @@ def _by_pair(values: Mapping[tuple[int, int], float], pair_on: Callable[[tuple[i
 
 
 def best_cell(cells: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any] | None:
-    """The finished fine-tuning with the highest clean ``metric`` (the first of equals), or None.
-    The held-out set chose it, so its score there is optimistic."""
+    """The finished fine-tuning with the highest clean ``metric`` (the first of equals; optimistic there), or None."""
     tuned = [c for c in cells if c.get("role") == "finetune" and c.get("scores")]
     if not tuned:
         return None
     best = max(tuned, key=lambda c: float(c["scores"][CLEAN][metric]))
     return {"name": best["name"], "metric": metric, "value": float(best["scores"][CLEAN][metric])}
-
-
-def tally(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """How many rows have each verdict: ``{"better": 1, "no measurable difference": 2}``."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        if row["paired"]:
-            counts[row["paired"]["verdict"]] = counts.get(row["paired"]["verdict"], 0) + 1
-    return counts

@@ -1,14 +1,10 @@
 """Which masking pays, on your task: a grid of pre-training runs and fine-tunings, each cell its own resumable run.
 
-Every pre-training cell (:mod:`tokenmask.experiments.grid`) is one
-:func:`~tokenmask.recipes.pretrain.pretrain` run in ``OUTPUT/cells/NAME/pretrain`` with the
-settings of ``--pretrain-config``; only its masking and seed differ, and every cell is scored on
-the same fixed masks. With ``--finetune DATA``, every model (the starting checkpoint itself, the
-*baseline*, and each cell's) is fine-tuned with the settings of ``--finetune-config`` at each label
-budget x augmentation x seed (:mod:`tokenmask.experiments.tuning`), and compared with paired
-intervals (:mod:`tokenmask.experiments.stats`). ``--strategies none`` fine-tunes the starting
-model alone. The runner (:mod:`tokenmask.experiments.runner`) keeps the record; the page is
-:mod:`tokenmask.experiments.report`.
+A pre-training cell is a :func:`~tokenmask.recipes.pretrain.pretrain` run with the settings of
+``--pretrain-config``, its masking and seed its own, scored on the same fixed masks as every cell.
+With ``--finetune DATA``, every model, the starting one (the *baseline*) too, is fine-tuned with the
+settings of ``--finetune-config`` at each label budget x augmentation x seed, and compared with
+paired intervals. ``--strategies none`` fine-tunes the starting model alone.
 """
 
 from __future__ import annotations
@@ -21,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenmask.experiments.grid import (
+    DEFAULT_ROBUSTNESS,
     FINETUNE,
     GRID_KEYS,
+    NONE,
     TERMS,
     Cell,
     Downstream,
@@ -41,27 +39,19 @@ from tokenmask.train.job import QuietReporter, Reporter
 FINETUNE_STEPS = 150
 """Each fine-tuning's steps when its settings give none."""
 DEFAULT_CELL_TOKENS = 1_000_000
-"""Each pre-training cell's budget when its settings give none: 1M tokens, about 2.5 min at 15% and
-4 min at 30% with the default preset on 2 cores (the default grid in about 30 minutes)."""
+"""Each pre-training cell's budget when its settings give none: the default grid in about 30 minutes on 2 cores."""
 PER_TUNING = ("model", "output", "seed", "augment_rate", "augment_adaptive", "resume", "overwrite", "data", "eval_data")
 """The fine-tuning settings the study sets for each cell: a ``--finetune-config`` file's values for them are not used."""
 BEST_MODEL = "best-model"
-GROWING = (
-    *(("grid", axis) for axis in ("strategies", "rates", "rate_ends", "corruptions", "pretrain_seeds", "objectives")),
-    *(("finetune", axis) for axis in ("label_budgets", "seeds", "augment_rates")),
-    ("terms",),
-)
+GROWING = (*(("grid", axis) for axis in ("strategies", "rates", "rate_ends", "corruptions", "pretrain_seeds", "objectives")),
+           *(("finetune", axis) for axis in ("label_budgets", "seeds", "augment_rates")), ("terms",))  # fmt: skip
 """The axes a resumed study may grow. Not the pre-training fractions: each cell saves the snapshots it was planned with."""
 
 
 @dataclass(frozen=True)
 class StudyConfig:
     """A study: the grid, the fine-tuning axes, and the two recipes' settings every cell shares.
-
-    Raises:
-        ValueError: no output, a setting out of range, or settings that contradict each other
-            (the message names them).
-    """
+    Settings out of range or that contradict each other raise ValueError naming them."""
 
     output: str = setting("", help="the study's folder: OUTPUT/study.json, OUTPUT/report.html, each cell in OUTPUT/cells/NAME")
     grid: StudyGrid = setting(factory=StudyGrid, help="the grid")
@@ -84,7 +74,7 @@ class StudyConfig:
         None, metavar="FILE", help="the terms the terms cells select first (none = found in the corpus, kept in OUTPUT/terms.txt)"
     )
     jobs: int = setting(1, help="processes running cells at once", ge=1)
-    resume: bool = setting(False, help="continue the study in OUTPUT: finished cells are kept, interrupted ones continue")
+    resume: bool = setting(False, help="continue the study in OUTPUT: finished cells are kept, the others continue")
     keep_best: bool = setting(False, help="copy the best fine-tuned model to OUTPUT/best-model at the end")
     keep_models: bool = setting(False, help="keep every fine-tuned model (by default removed once the study completes)")
 
@@ -113,8 +103,8 @@ class StudyConfig:
                              "max_steps, and no max_time (a cell stopped by the clock would miss its snapshots)")  # fmt: skip
         if self.downstream.enabled and self.tuning.loop.max_steps is None:
             raise ValueError("the study's fine-tunings need max_steps (one evaluation at the end): set it in --finetune-config")
-        if self.downstream.robustness and self.tuning.task != "classify":
-            raise ValueError("--robustness-sets corrupt the text of classification examples: give none for task tokens")
+        if self.tuning.task != "classify" and self.downstream.robustness_sets not in (DEFAULT_ROBUSTNESS, (NONE,)):
+            raise ValueError("--robustness-sets corrupt the text of classification examples, not of tagged words")
 
     @property
     def snapshots(self) -> tuple[float, ...]:
@@ -123,12 +113,8 @@ class StudyConfig:
 
 
 def study_config(settings: Mapping[str, Any]) -> StudyConfig:
-    """A study from flat settings (the command line's, or its replayed ``config.yaml``): the
-    recipes' settings from their files, the offered ones (corpus, init, max tokens) on top.
-
-    Raises:
-        ValueError: an unreadable settings file, an unknown setting, or a value out of range.
-    """
+    """A study from flat settings (the command line's, or its replayed ``config.yaml``): the recipes'
+    settings from their files, the offered ones (corpus, init, max tokens) on top; ValueError names a bad one."""
     given: dict[str, Any] = {str(key).replace("-", "_"): value for key, value in settings.items()}
     offered: dict[str, Any] = {key: given.pop(key) for key in ("corpus", "init", "max_tokens") if key in given}
     pretraining: dict[str, Any] = {**_read(given.get("pretrain_config")), **offered}
@@ -167,7 +153,8 @@ class StudyRun:
         }
         if config.downstream.enabled:
             tuned = {k: v for k, v in flatten(self.tuning()).items() if k not in PER_TUNING}
-            plan["finetune"] = {**config.downstream.to_dict(config.tuning.loop.seed), "settings": tuned}
+            sets = [c.name for c in config.downstream.robustness(config.tuning.task)]
+            plan["finetune"] = {**config.downstream.to_dict(config.tuning.loop.seed), "robustness_sets": sets, "settings": tuned}
         if TERMS in config.grid.strategies:
             plan["terms"] = _fingerprint(config.terms_file)
         return plan
@@ -240,7 +227,7 @@ class StudyRun:
         run = replace(tuning, loop=replace(tuning.loop, output=str(folder), seed=c["seed"], resume=resume), model=model,
                       hub=hub, augment_rate=rate, augment_adaptive=adaptive)  # fmt: skip
         size = None if c["size"] == "all" else int(c["size"])
-        corruptions = self.config.downstream.corruptions
+        corruptions = self.config.downstream.robustness(self.tuning().task)
         scored = tune_and_score(run, data, reporter, size=size, corruptions=corruptions, keep_checkpoints=self.config.keep_models)
         return {**c, "pretrain_tokens": tokens, **scored}
 
@@ -254,24 +241,18 @@ class StudyRun:
 
     def finished_line(self, result: Mapping[str, Any]) -> str:
         """``done in 3.1 min; fixed-mask accuracy 0.1234`` or ``done in 0.9 min; held-out macro_f1 0.7100``."""
-        line = f"done in {result['minutes']:.1f} min"
-        if result.get("common"):
-            line += f"; fixed-mask accuracy {result['common']['accuracy']:.4f}"
-        if result.get("scores"):
-            metric = SCORED[self.config.tuning.task][-1]
-            line += f"; held-out {metric} {result['scores'][CLEAN][metric]:.4f}"
-        return line
+        metric, scores = SCORED[self.config.tuning.task][-1], result.get("scores")
+        score = f"; fixed-mask accuracy {result['common']['accuracy']:.4f}" if result.get("common") else ""
+        score += f"; held-out {metric} {scores[CLEAN][metric]:.4f}" if scores else ""
+        return f"done in {result['minutes']:.1f} min{score}"
 
     def summary(self, cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """How the pre-training cells are scored; with fine-tuning, the paired numbers and the best fine-tuned model."""
-        base, found = self.config.base, dict[str, Any]()
-        if self.config.grid.pretrains:
-            found["evaluation"] = {"masking": "token-level 80/10/10", "mlm_probability": base.eval_mlm_probability,
-                                   "blocks": base.eval_blocks}  # fmt: skip
+        base, metrics = self.config.base, SCORED[self.config.tuning.task]
+        found: dict[str, Any] = {"evaluation": {"masking": "token-level 80/10/10", "mlm_probability": base.eval_mlm_probability,
+                                "blocks": base.eval_blocks}} if self.config.grid.pretrains else {}  # fmt: skip
         if self.config.downstream.enabled:
-            metrics = SCORED[self.config.tuning.task]
-            found["downstream"] = summarize(cells, metrics=metrics)
-            found["best"] = best_cell(cells, metrics[-1])
+            found |= {"downstream": summarize(cells, metrics=metrics), "best": best_cell(cells, metrics[-1])}
         return found
 
 
@@ -279,9 +260,8 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter()) -> dict
     """Run every cell not finished yet, then write ``OUTPUT/study.json`` and ``OUTPUT/report.html``; returns the record.
 
     Raises:
-        ValueError: an OUTPUT that holds something else, or ``resume`` on a study of another plan,
-            before anything is written; a cell's error (bad input refused by the first cell of a
-            new study leaves no record behind).
+        ValueError: an OUTPUT that holds something else, or a resumed study of another plan (before
+            anything is written); a cell's error (a new study refused at its start leaves no record).
         Interrupted: SIGINT or SIGTERM (a cell stopped while training saved a checkpoint).
     """
     from tokenmask.experiments.report import write_study_report
@@ -327,19 +307,14 @@ def _keep_models(config: StudyConfig, record: Mapping[str, Any], reporter: Repor
             shutil.rmtree(output / BEST_MODEL, ignore_errors=True)
             shutil.copytree(model, output / BEST_MODEL)
         elif not (output / BEST_MODEL).is_dir():
-            reporter.message(f"warning: the best model ({best['name']}) was removed when the study first completed: "
-                             "rerun it, or keep models with --keep-best from the start")  # fmt: skip
+            reporter.message(f"warning: the best model, of cell {best['name']}, was removed when the study first completed")
     if not config.keep_models:
         for folder in tuned.values():
             shutil.rmtree(folder / "model", ignore_errors=True)
 
 
 def _terms(config: StudyConfig, reporter: Reporter) -> str:
-    """The terms file of the terms cells: ``--terms-file``, or ``OUTPUT/terms.txt``, found in the corpus the first time.
-
-    Raises:
-        ValueError: the corpus holds no term.
-    """
+    """The terms cells' file: ``--terms-file``, or ``OUTPUT/terms.txt``, found in the corpus the first time."""
     kept = Path(config.output) / "terms.txt"
     if config.terms_file is None and not kept.exists():
         from tokenmask.text.terms import TermsConfig, find_terms
@@ -365,7 +340,5 @@ def _pretrain_result(folder: Path, steps: int, tokens: int) -> dict[str, Any]:
     evaluations = [r for r in read_metrics(folder) if "eval_loss" in r]
     final, names = evaluations[-1], ("loss", "perplexity", "accuracy", "targets")
     own = {n: final[f"eval_own_{n}"] for n in names} if "eval_own_loss" in final else None
-    curve = [
-        {"step": r["step"], "tokens": r["tokens"], "loss": r["eval_loss"], "accuracy": r["eval_accuracy"]} for r in evaluations
-    ]
+    curve = [{"step": r["step"], "tokens": r["tokens"], **{k: r[f"eval_{k}"] for k in ("loss", "accuracy")}} for r in evaluations]
     return {"steps": steps, "tokens": tokens, "common": {n: final[f"eval_{n}"] for n in names}, "own": own, "curve": curve}

@@ -1,8 +1,7 @@
 """A study's fine-tunings: the labelled data read once per process, and one fine-tuning scored on every held-out set.
 
-Every fine-tuning cell draws a stratified sample of the same encoded training examples
-(:class:`TuningData`, nested: a seed's 100 examples are among its 300) and is scored on the clean
-held-out set and on corrupted copies of it drawn with its seed (:mod:`tokenmask.labelled.robustness`).
+Each draws a stratified sample of the same encoded examples (nested: a seed's 100 are among its 300),
+and is scored on the clean held-out set and on corrupted copies drawn with its seed.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ class TuningData:
     validation_raw: list[Any]
     tokenizer: Any
     batch_size: int
-    corrupted: dict[tuple[int, str], list[dict[str, Any]]] = field(default_factory=dict)
+    corrupted: dict[tuple[int, str], list[dict[str, Any]]] = field(default_factory=dict)  # by (seed, set), when first asked
 
     def training(self, size: int | None, seed: int) -> FinetuneData:
         """The data with its training side cut to a stratified sample drawn with ``seed`` (labels kept)."""
@@ -60,11 +59,7 @@ class TuningData:
 
 
 def load_tuning_data(config: FinetuneConfig, tokenizer: Any) -> TuningData:
-    """Read, split and encode the data of ``config`` with ``tokenizer``.
-
-    Raises:
-        ValueError: data that cannot be read, split or encoded.
-    """
+    """Read, split and encode the data of ``config`` with ``tokenizer`` (ValueError for data that cannot be)."""
     from tokenmask.recipes.finetune_data import load_finetune_split
 
     full, train, validation = load_finetune_split(config, tokenizer)
@@ -103,12 +98,8 @@ def tune_and_score(
 
 
 def source_model(output: Path, c: dict[str, Any]) -> tuple[str, int]:
-    """The pre-trained model a fine-tuning cell starts from (its source cell's snapshot at its
-    share, or its final model), and the tokens it was pre-trained for.
-
-    Raises:
-        ValueError: the model is missing (a source cell's folder changed by hand).
-    """
+    """The model a fine-tuning cell starts from (its source's snapshot at its share, or its final model) and
+    its pre-training tokens; ValueError if it is missing (a source cell's folder changed by hand)."""
     from tokenmask.experiments.runner import MARKER
     from tokenmask.train.checkpoint import NOTES_FILE, snapshot_folder
 
