@@ -25,6 +25,7 @@ from test_stats import THREE, by_seeds, result  # the suite imports test modules
 
 from tokenmask.experiments.grid import Downstream, StudyGrid, point
 from tokenmask.experiments.report import (
+    budget_line,
     budget_table,
     comparison_table,
     delta,
@@ -41,7 +42,12 @@ from tokenmask.experiments.study import StudyConfig, StudyRun
 
 TOKEN, SPAN = "token-0.15-bert", "span-0.15-bert"
 PNG = b"\x89PNG\r\n\x1a\n"
-PRETRAINED = {(TOKEN, 0): (0.10, 3.0, None), (TOKEN, 1): (0.14, 3.2, None), (SPAN, 0): (0.16, 2.9, 0.20), (SPAN, 1): (0.18, 2.8, 0.22)}
+PRETRAINED = {
+    (TOKEN, 0): (0.10, 3.0, None),
+    (TOKEN, 1): (0.14, 3.2, None),
+    (SPAN, 0): (0.16, 2.9, 0.20),
+    (SPAN, 1): (0.18, 2.8, 0.22),
+}
 """A pre-training cell's fixed-mask accuracy, loss, and accuracy on its own masks (None: the same masks), by (point, seed)."""
 
 
@@ -49,20 +55,27 @@ def pretrained(cell: Any) -> dict[str, Any]:
     """A finished pre-training cell's record, as the study writes it."""
     c = cell.coordinates
     accuracy, loss, own = PRETRAINED.get((point(c), c["seed"]), (0.1, 3.0, None))
-    scores = lambda a, l: {"loss": l, "perplexity": 2.718**l, "accuracy": a, "targets": 300}  # noqa: E731
-    curve = [{"step": 0, "tokens": 0, "loss": 7.0, "accuracy": 0.0}, {"step": 50, "tokens": 1000, "loss": loss, "accuracy": accuracy}]
+
+    def scores(accuracy: float, loss: float) -> dict[str, float]:
+        return {"loss": loss, "perplexity": 2.718**loss, "accuracy": accuracy, "targets": 300}
+
+    curve = [
+        {"step": 0, "tokens": 0, "loss": 7.0, "accuracy": 0.0},
+        {"step": 50, "tokens": 1000, "loss": loss, "accuracy": accuracy},
+    ]
     return {"name": cell.name, "folder": cell.folder, "role": "pretrain", **c, "steps": 50, "tokens": 1000,
             "common": scores(accuracy, loss), "own": None if own is None else scores(own, loss + 0.1), "curve": curve,
             "minutes": 1.0, "status": "finished"}  # fmt: skip
 
 
 def study_record(
-    grid: StudyGrid, downstream: Downstream | None = None, f1: Callable[[Mapping[str, Any]], float | None] = by_seeds(THREE),
+    grid: StudyGrid, downstream: Downstream | None = None, f1: Callable[[Mapping[str, Any]], float | None] | None = None,
     *, pretrain: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """The record of a study of ``grid`` and ``downstream``, as ``study.json`` holds it: every source
-    finished (its pre-training pending unless ``pretrain``), each fine-tuning with macro-F1 ``f1``,
-    pending where that is None."""
+    finished (its pre-training pending unless ``pretrain``), each fine-tuning with macro-F1 ``f1``
+    (by default the three-model study's), pending where that is None."""
+    f1 = f1 or by_seeds(THREE)
     run = StudyRun(StudyConfig(output="study", grid=grid, downstream=downstream or Downstream()))
     listed = []
     for cell in run.cells():
@@ -179,6 +192,14 @@ def test_the_budget_table_against_the_baseline():
     assert (token["macro-F1 mean ± sd"], token["accuracy mean ± sd"]) == ("0.6500 ± 0.0300", "0.7500 ± 0.0300")
 
 
+def test_the_budget_line_counts_the_verdicts():
+    # token better, span no measurable difference; the baseline's own row is not counted
+    line = budget_line(full_study()["downstream"], "100")
+    assert re.findall(r"(\d+) (better|worse|no measurable difference|too wide to tell|one seed)", line) == [
+        ("1", "better"), ("1", "no measurable difference"),
+    ]  # fmt: skip
+
+
 def test_the_budget_table_on_a_corrupted_set():
     rows = by_column(budget_table(full_study()["downstream"], "100", "typo-0.1"))
     # every run 0.1 lower there: the same differences
@@ -194,7 +215,10 @@ def test_the_comparison_table_clean_set_first():
     ]  # fmt: skip
     # span 0.61, 0.62, 0.645: mean 0.625, sd sqrt(6.5e-4 / 2) = 0.0180; span - token: mean -0.025, [-0.0579, 0.0079]
     assert (rows[0]["labels"], rows[0]["mean ± sd"], rows[0]["Δ (points, 95% CI)"], rows[0]["verdict"]) == (
-        "100", "0.6250 ± 0.0180", "-2.5 [-5.8, +0.8]", "too wide to tell"
+        "100",
+        "0.6250 ± 0.0180",
+        "-2.5 [-5.8, +0.8]",
+        "too wide to tell",
     )
 
 
@@ -204,7 +228,9 @@ def test_the_pretraining_table_over_seeds():
     assert [(r["point"], r["seeds"]) for r in rows] == [(TOKEN, "2"), (SPAN, "2")]
     # token: accuracy 0.10, 0.14 -> 0.12 ± 0.0283, loss 3.0, 3.2 -> 3.1 ± 0.1414, no own masks
     assert (rows[0]["fixed-mask accuracy"], rows[0]["fixed-mask loss"], rows[0]["own-mask accuracy"]) == (
-        "0.1200 ± 0.0283", "3.1000 ± 0.1414", "-"
+        "0.1200 ± 0.0283",
+        "3.1000 ± 0.1414",
+        "-",
     )
     assert rows[1]["own-mask accuracy"] == "0.2100 ± 0.0141"  # 0.20, 0.22
 
@@ -215,7 +241,7 @@ def test_the_pretraining_table_counts_finished_seeds_only():
     assert by_column(pretraining_table(record))[0]["fixed-mask accuracy"] == "-"
 
 
-def table_lines(text: str, first: str) -> list[list[str]]:
+def table_lines(text: str, first: str | tuple[str, ...]) -> list[list[str]]:
     """The terminal table's lines that start with ``first``, split into their columns."""
     return [re.split(r"\s{2,}", line) for line in text.splitlines() if line.startswith(first)]
 
@@ -248,6 +274,11 @@ def test_the_page_answers_on_the_task_with_verdicts(full_page):
     assert budget[1]["Δ macro-F1 (points, 95% CI)"] == "+3.0 [+0.5, +5.5]"
     # the budget, typo-0.1 against the baseline, masking, pre-training
     assert len(full_page.tables) == 4
+    corrupted = [dict(zip(full_page.tables[1][0], line)) for line in full_page.tables[1][1:]]
+    assert [(r["set"], r["point"], r["against"], r["verdict"]) for r in corrupted] == [
+        ("typo-0.1", "baseline", "-", "reference"), ("typo-0.1", TOKEN, "baseline 0 0", "better"),
+        ("typo-0.1", SPAN, "baseline 0 0", "no measurable difference"),
+    ]  # fmt: skip
     masking = full_page.tables[2]
     assert [line[-2:] for line in masking[1:]] == [["-2.5 [-5.8, +0.8]", "too wide to tell"]] * 2  # clean, typo-0.1
     assert [line[:3] for line in full_page.tables[3][1:]] == [[TOKEN, "1", "0.1000"], [SPAN, "1", "0.1600"]]
