@@ -1,9 +1,8 @@
 """What a study found, from its ``study.json`` alone: the terminal table, the plots and one self-contained ``report.html``.
 
-Nothing here trains or loads a model, so a report can be rebuilt (or tested) from the record. The
-page opens with the answer on the user's task, a table per label budget with a verdict column,
-then the other comparisons, then the pre-training. Everything is inside the file: the style inline,
-each plot a PNG as a ``data:`` URI, no script, so it opens offline and can be mailed.
+The page opens with the answer on the user's task, a table per label budget with a verdict column,
+then the other comparisons and the pre-training. Everything is inside the file (the style, each plot
+as a ``data:`` URI, no script), so it opens offline and can be mailed.
 """
 
 from __future__ import annotations
@@ -206,11 +205,7 @@ def _figure(png: Path) -> str:
 
 
 def write_study_report(folder: str | Path) -> Path:
-    """Write ``folder/report.html`` (and its plots) from ``folder/study.json``; returns the page's path.
-
-    Raises:
-        FileNotFoundError: no ``study.json`` in ``folder``.
-    """
+    """Write ``folder/report.html`` (and its plots) from ``folder/study.json`` alone; returns the page's path."""
     folder = Path(folder)
     study = json.loads((folder / RECORD).read_text(encoding="utf-8"))
     return write_text(folder / REPORT_FILE, study_page(study, folder))

@@ -158,6 +158,8 @@ def run_cells(study: Study, output: Path, reporter: Reporter, *, jobs: int, resu
     stopped = [p.exitcode - 128 for p in processes if p.exitcode and p.exitcode > 128]
     if signals.received is not None or stopped:
         raise Interrupted(signals.received or stopped[0])
+    if crashed := [p.exitcode for p in processes if p.exitcode]:  # not bad input (error.txt) nor a signal: a bug
+        raise RuntimeError(f"a process of the study ended with exit code {crashed[0]}: its error is above")
 
 
 def work(
