@@ -15,7 +15,6 @@ from transformers import (
     pipeline,
 )
 
-from tokenmask.collate.stream import Shard
 from tokenmask.masking.replaced import detector_inputs, sample_replacements
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.settings import build
@@ -27,10 +26,9 @@ from tokenmask.train.detector import (
     has_detection_layer,
 )
 from tokenmask.train.heads import target_logits
-from tokenmask.train.loop import _backward
 from tokenmask.train.parallel import LossModule, make_accelerator
 from tokenmask.train.presets import build_detector_parts
-from tokenmask.train.step import TARGETS_PER_TOKEN
+from tokenmask.train.step import TARGETS_PER_TOKEN, backward_pass
 
 VOCAB = 60
 
@@ -115,7 +113,7 @@ def test_accumulation_gives_the_loss_and_gradient_of_one_large_batch(preset):
     for micro in ([whole], [a, b]):
         model = tiny_detector(preset=preset)
         wrapped = LossModule(model, partial(detection_loss_sum, weight=50.0))
-        targets, _norm, (mean, tokens, *_) = _backward(accelerator, wrapped, micro, Shard(0, 1), shared=[], per_token=True)
+        targets, mean, tokens, _norm = backward_pass(accelerator, wrapped, micro, per_token=True)
         results.append((targets, mean, tokens))
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
     assert results[0][0] == results[1][0] == 16 and results[0][2] == results[1][2] == 44

@@ -1,4 +1,4 @@
-"""Optimizer parameter groups: weight decay, layer-wise learning rates, and the head-only warm-up.
+"""The optimizer and its parameter groups: weight decay, layer-wise learning rates, and the head-only warm-up.
 
 With the defaults (``layer_decay`` 1, no head warm-up) there are exactly two groups, decayed
 matrices then biases and norms, as the loop always had: old checkpoints resume and runs repeat
@@ -10,13 +10,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from tokenmask.train.config import LoopConfig
 
+if TYPE_CHECKING:
+    from tokenmask.train.schedule import Schedule
+
 _LAYER = re.compile(r"\.layers?\.(\d+)\.")
+
+
+def adamw(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimizer:
+    """AdamW without weight decay on biases and norms, with layer-wise learning rates and the head
+    apart where the config asks (:func:`parameter_groups`); the fused kernel (as the HF Trainer
+    uses since torch 2.8) where the parameters' device has it."""
+    groups = parameter_groups(model, config)
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.98), eps=1e-6, fused=fused)
+
+
+def lr_scheduler(
+    optimizer: torch.optim.Optimizer, schedule: Schedule, config: LoopConfig, steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate of each parameter group, ``steps`` in (a resumed run's): the schedule times
+    the group's multiplier (:func:`lr_multipliers`: layer-wise scale; the body still during a head-only warm-up)."""
+    multipliers = lr_multipliers(
+        optimizer.param_groups, schedule, head_warmup_steps=config.head_warmup_steps, ramp_steps=lambda: schedule.warmup_steps
+    )
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers, last_epoch=steps - 1)
 
 
 def is_head(model: torch.nn.Module, name: str) -> bool:

@@ -49,6 +49,16 @@ class RunLog:
         self._file.close()
 
 
+class NoLog:
+    """The run log of processes other than the main one: it writes nothing."""
+
+    def write(self, record: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def read_metrics(folder: Path) -> list[dict[str, Any]]:
     """The records of ``folder/metrics.jsonl`` (empty if there is none)."""
     path = Path(folder) / METRICS_FILE

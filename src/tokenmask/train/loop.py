@@ -14,25 +14,27 @@ import math
 import signal
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from accelerate import Accelerator
 
 from tokenmask.collate.stream import Shard
 from tokenmask.settings import flatten
-from tokenmask.train.checkpoint import newest_valid_checkpoint, save_model, snapshot_folder
+from tokenmask.train.checkpoint import newest_valid_checkpoint, save_model
 from tokenmask.train.config import LoopConfig
-from tokenmask.train.groups import HeadWarmup, lr_multipliers, parameter_groups
+from tokenmask.train.groups import HeadWarmup, adamw, lr_scheduler
 from tokenmask.train.heads import compile_encoder
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.job import Job, NonFiniteSteps, QuietReporter, Reporter, TrainResult
-from tokenmask.train.logs import PLOT_FILE, RunLog, plot_metrics, read_metrics
+from tokenmask.train.logs import PLOT_FILE, NoLog, RunLog, plot_metrics, read_metrics
 from tokenmask.train.parallel import LossModule, gathered, gathered_rng_states, make_accelerator, summed
 from tokenmask.train.runs import (
     CHECKPOINTS,
     CONFIG_FILE,
+    Snapshots,
     check_output,
     clear_old_run,
     restore_run_state,
@@ -42,7 +44,7 @@ from tokenmask.train.runs import (
     write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
-from tokenmask.train.step import TARGETS_PER_TOKEN, backward_step, count_targets, optimizer_step, skip_reason
+from tokenmask.train.step import BackwardPass, backward_pass, optimizer_step, skip_reason
 from tokenmask.train.trackers import installed_trackers, start_trackers
 
 __all__ = ["train"]
@@ -80,7 +82,6 @@ def train(
         Interrupted: SIGINT or SIGTERM; a checkpoint of the last step was saved first.
     """
     output = Path(config.output)
-    settings = settings if settings is not None else flatten(config)
     trackers = installed_trackers(config.trackers)  # refuses a missing one before anything runs
     accelerator = make_accelerator(precision=config.precision, cpu=config.cpu, trackers=trackers, output=output)
     shard = Shard(accelerator.process_index, accelerator.num_processes)
@@ -88,74 +89,28 @@ def train(
     job, checkpoint = _build(config, build, accelerator, shard, reporter)
     wrapped = accelerator.prepare(LossModule(job.model, job.loss))
     model = accelerator.unwrap_model(wrapped).model  # the plain model: evaluation, checkpoints
-    optimizer = accelerator.prepare(_optimizer(model, config))
+    optimizer = accelerator.prepare(adamw(model, config))
     schedule = Schedule(config)
     result = TrainResult(steps=0, tokens=0, seconds=0.0, output=str(output))
     if checkpoint is not None:
         restore_run_state(
             checkpoint, optimizer, schedule, result, shard, reporter, scaler=accelerator.scaler, position=job.position
         )
-    multipliers = lr_multipliers(
-        optimizer.param_groups, schedule, head_warmup_steps=config.head_warmup_steps, ramp_steps=lambda: schedule.warmup_steps
-    )  # one per group: layer-wise scale; the body still during a head-only warm-up
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multipliers, last_epoch=result.steps - 1)
+    scheduler = lr_scheduler(optimizer, schedule, config, result.steps)
     head_warmup = HeadWarmup(model, config.head_warmup_steps, freeze=shard.world == 1)
     # asked for before OUTPUT is written: a job refuses data that fill no batch here
     batches_horizon = _horizon(schedule)  # the horizon the batches were asked for
     batches = job.batches(result.steps * config.grad_accum, batches_horizon)
-    if trackers:  # a tracker that fails to start (a bad URI, no login) stops the run before OUTPUT is written too
-        start_trackers(accelerator, trackers, settings)
-    if shard.is_main:
-        if checkpoint is not None:
-            trim_metrics(output, result.steps, reporter.message)
-        output.mkdir(parents=True, exist_ok=True)
-        write_settings(output / CONFIG_FILE, settings)
-    log = (
-        RunLog(output, append=checkpoint is not None, mirror=accelerator.log if trackers else None) if shard.is_main else _NoLog()
-    )
-    evaluation_seconds = 0.0
-    pace = Pace(config, result.steps, result.seconds)
-
-    def evaluate(*, logged: bool = True) -> None:
-        nonlocal evaluation_seconds
-        accelerator.wait_for_everyone()  # the main process has logged every step: jobs may read the log
-        began = time.perf_counter()
-        metrics = job.evaluate(model, result.steps, _horizon(schedule))
-        evaluation_seconds += time.perf_counter() - began
-        record = {"step": result.steps, "tokens": result.tokens, **{f"eval_{k}": v for k, v in metrics.items()}}
-        result.evaluations.append(record)
-        if logged:
-            log.write(record)
-        shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items() if isinstance(v, float))
-        reporter.message(f"step {result.steps}: eval {shown}")
-
-    saved_at = -1  # the step of the last checkpoint saved
-
-    def save() -> Path:
-        nonlocal saved_at
-        saved_at = result.steps
-        rng = gathered_rng_states(accelerator)  # collectives: every process takes part
-        data = gathered(accelerator, job.position.state()) if job.position is not None else None
-        if shard.is_main:
-            save_run_state(
-                output, model, job.tokenizer, optimizer, schedule, result, rng,
-                data=data, scaler=accelerator.scaler, keep=config.keep_last, report=reporter.message,
-            )  # fmt: skip
-        return output / CHECKPOINTS / f"step-{result.steps}"
-
-    def main_clock(*also: float) -> tuple[float, ...]:
-        """Seconds since the start (and ``also``) on the main process; 0 elsewhere, to be summed."""
-        return (time.perf_counter() - start, *also) if shard.is_main else (0.0,) * (1 + len(also))
-
-    snapshots = _Snapshots(config, output, reporter) if shard.is_main else None
-
-    start = time.perf_counter() - result.seconds  # a time limit counts the whole run, across restarts
-    bad_in_a_row, elapsed, first_step = 0, result.seconds, result.steps
+    log = _open_log(config, accelerator, shard, reporter, trackers, settings, resumed=checkpoint is not None, steps=result.steps)
+    run = _Run(config, output, accelerator, shard, job, model, optimizer, schedule, log, reporter, checkpoint, result.steps)
+    pace, snapshots = Pace(config, result.steps, result.seconds), Snapshots(config, output, reporter, main=shard.is_main)
+    state = _LoopState(result, start=time.perf_counter() - result.seconds)  # a time limit counts the whole run, across restarts
+    bad_in_a_row = 0
     try:
         with StopSignals() as signals:
             if checkpoint is None and config.eval_at_start:
-                evaluate()
-            while not _limit_reached(config, result, elapsed):  # a resumed run may have reached it already
+                _evaluate(run, state)
+            while not _limit_reached(config, result):  # a resumed run may have reached it already
                 if job.follows_horizon and _horizon(schedule) != batches_horizon:  # those made ahead are for the old one
                     batches_horizon = _horizon(schedule)
                     batches = job.batches(result.steps * config.grad_accum, batches_horizon)
@@ -164,81 +119,196 @@ def train(
                 fetching = time.perf_counter()
                 micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
                 data_seconds = time.perf_counter() - fetching
-                targets, norm, (loss, tokens, elapsed, evaluated, stops) = _backward(
-                    accelerator, wrapped, micro_batches, shard,
-                    shared=[*main_clock(evaluation_seconds), signals.received is not None], per_token=job.per_token_loss,
-                )  # fmt: skip
-                stepped, bad = optimizer_step(accelerator, optimizer, loss, norm)
+                backward = backward_pass(accelerator, wrapped, micro_batches, per_token=job.per_token_loss)
+                numbers = _step_numbers(run, state, backward, stop=signals.received is not None)
+                stepped, bad = optimizer_step(accelerator, optimizer, numbers.loss, numbers.norm)
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
                 result.steps += 1
-                result.tokens += int(tokens)
-                result.seconds = elapsed
+                result.tokens += numbers.tokens
+                result.seconds = numbers.elapsed
                 bad_in_a_row = bad_in_a_row + 1 if bad else 0
-                record = {
-                    "step": result.steps, "tokens": result.tokens, "loss": loss, "lr": max(scheduler.get_last_lr()),
-                    "targets": int(targets), **extra, "seconds": elapsed, "data_seconds": data_seconds,
-                }  # fmt: skip
-                if not stepped:  # JSON has no NaN: null, and the reason
-                    record.update(loss=_finite_or_none(loss), grad_norm=_finite_or_none(norm), skipped=skip_reason(accelerator))
-                log.write(record)
-                if not stepped:
-                    reporter.message(
-                        f"step {result.steps}: loss {loss} / gradient norm {norm}: step skipped ({record['skipped']})"
-                    )
-                    if bad_in_a_row >= config.max_bad_steps:
-                        raise NonFiniteSteps(_non_finite_message(config, output, result.steps))
-                pace.after_step(schedule, result.steps, result.tokens, elapsed, elapsed - evaluated)
-                if snapshots is not None:  # before a stop's save: the resumed run will not take it again
-                    snapshots.take(model, job, result)
+                _log_step(run, state, numbers, stepped, lr=float(max(scheduler.get_last_lr())), extra=extra, data=data_seconds)
+                if not stepped and bad_in_a_row >= config.max_bad_steps:
+                    raise NonFiniteSteps(_non_finite_message(config, output, result.steps))
+                pace.after_step(schedule, result.steps, result.tokens, numbers.elapsed, numbers.elapsed - numbers.evaluated)
+                snapshots.take(model, job, result)  # before a stop's save: the resumed run will not take it again
                 if result.steps % config.eval_every == 0:  # before a stop's save: the resumed run will not redo it
-                    evaluate()
-                    pace.after_evaluation(schedule, result.steps, result.tokens, summed(accelerator, main_clock())[0])
-                if stops:
-                    raise Interrupted(signals.received or signal.SIGTERM, result.steps, str(save()))
+                    _evaluate(run, state)
+                    pace.after_evaluation(schedule, result.steps, result.tokens, summed(accelerator, [_clock(run, state)])[0])
+                if numbers.stop:
+                    raise Interrupted(signals.received or signal.SIGTERM, result.steps, str(_save(run, state)))
                 if result.steps % config.save_every == 0 and not bad_in_a_row:  # keep the last good one last
-                    save()
-                reporter.step(result.steps, schedule.horizon, loss, result.tokens / elapsed)
-            if result.steps == first_step and checkpoint is not None:
-                reporter.message(f"the run had reached its limit at step {result.steps:,}: nothing to train")
-                evaluate(logged=not _evaluation_logged(output, result.steps))  # the final numbers, for the job
-            elif not result.evaluations or result.evaluations[-1]["step"] != result.steps:
-                evaluate()
+                    _save(run, state)
+                reporter.step(result.steps, schedule.horizon, numbers.loss, result.tokens / numbers.elapsed)
+            _final_evaluation(run, state)
             if summed(accelerator, [float(signals.received is not None)])[0]:  # came after the last step's check
-                if checkpoint is not None and result.steps == first_step:  # resumed at the limit: its checkpoint is this step's
-                    saved = checkpoint
-                else:  # a periodic save at the last step may have written it already
-                    saved = output / CHECKPOINTS / f"step-{result.steps}" if saved_at == result.steps else save()
+                saved = _late_signal_checkpoint(run, state)
                 raise Interrupted(signals.received or signal.SIGTERM, result.steps, str(saved))
     finally:
         log.close()
         for tracker in accelerator.trackers:  # not end_training(): it also ends the process group, still needed
             tracker.finish()
-    result.seconds = time.perf_counter() - start
-    result.model = model
-    if shard.is_main:
-        save_model(output / "model", model, job.tokenizer, card=job.card(result))  # training state: in checkpoints/ only
-        plot_metrics(read_metrics(output), output / PLOT_FILE)
-    accelerator.wait_for_everyone()
+    return _finish(run, state)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What a run is made of, fixed once the loop starts: what :func:`_evaluate` and :func:`_save` work on.
+
+    Attributes:
+        model: the plain model (not the prepared wrapper): evaluation and checkpoints.
+        log: the run log; :class:`NoLog` in processes other than the main one.
+        resumed_from: the checkpoint the run resumed from; None for a fresh run.
+        first_step: the steps done when the loop started (a resumed run's checkpoint's).
+    """
+
+    config: LoopConfig
+    output: Path
+    accelerator: Accelerator
+    shard: Shard
+    job: Job
+    model: Any  # a PreTrainedModel
+    optimizer: torch.optim.Optimizer
+    schedule: Schedule
+    log: RunLog | NoLog
+    reporter: Reporter
+    resumed_from: Path | None
+    first_step: int
+
+
+@dataclass
+class _LoopState:
+    """What changes as the loop goes, beyond the step's own numbers.
+
+    Attributes:
+        result: steps, tokens and seconds so far, and the evaluations: what :func:`train` returns.
+        start: the clock at the run's start, less the seconds of the runs it resumes.
+        evaluation_seconds: spent evaluating in this process, apart from training (the pace of
+            a time limit counts training alone).
+        saved_at: the step of the last checkpoint this process saved; -1 before the first.
+    """
+
+    result: TrainResult
+    start: float
+    evaluation_seconds: float = 0.0
+    saved_at: int = -1
+
+
+class _StepNumbers(NamedTuple):
+    """One optimizer step's numbers, the same in every process (:func:`_step_numbers`)."""
+
+    targets: int
+    loss: float  # mean per target, over all processes
+    norm: float
+    tokens: int  # real tokens, over all processes
+    elapsed: float  # seconds since the run's start, across restarts (the main process's clock)
+    evaluated: float  # of which spent evaluating
+    stop: bool  # a process was asked to stop (SIGINT, SIGTERM)
+
+
+def _step_numbers(run: _Run, state: _LoopState, backward: BackwardPass, *, stop: bool) -> _StepNumbers:
+    """The step's numbers from the one collective after its backward pass, so that every process
+    decides on the same ones: each process's loss and tokens, the main process's clock and
+    evaluation time (0 elsewhere) and the stop requests, summed over the processes."""
+    clock = (_clock(run, state), state.evaluation_seconds) if run.shard.is_main else (0.0, 0.0)
+    loss, tokens, elapsed, evaluated, stops = summed(run.accelerator, [backward.loss, backward.tokens, *clock, float(stop)])
+    return _StepNumbers(backward.targets, loss, backward.norm, int(tokens), elapsed, evaluated, bool(stops))
+
+
+def _clock(run: _Run, state: _LoopState) -> float:
+    """Seconds since the run's start on the main process; 0 elsewhere, to be summed."""
+    return time.perf_counter() - state.start if run.shard.is_main else 0.0
+
+
+def _log_step(
+    run: _Run, state: _LoopState, numbers: _StepNumbers, stepped: bool, *, lr: float, extra: dict[str, Any], data: float
+) -> None:
+    """Write the step's record to the run log (``data``: seconds spent waiting for its batches); a
+    skipped step's has no NaN (JSON has none: null, and the reason), and is said."""
+    result = state.result
+    record = {
+        "step": result.steps, "tokens": result.tokens, "loss": numbers.loss, "lr": lr, "targets": numbers.targets,
+        **extra, "seconds": numbers.elapsed, "data_seconds": data,
+    }  # fmt: skip
+    if not stepped:
+        record.update(
+            loss=_finite_or_none(numbers.loss), grad_norm=_finite_or_none(numbers.norm), skipped=skip_reason(run.accelerator)
+        )
+    run.log.write(record)
+    if not stepped:
+        run.reporter.message(
+            f"step {result.steps}: loss {numbers.loss} / gradient norm {numbers.norm}: step skipped ({record['skipped']})"
+        )
+
+
+def _evaluate(run: _Run, state: _LoopState, *, logged: bool = True) -> None:
+    """Evaluate the model at the step the run stands at: the record joins the result's evaluations
+    and, when ``logged``, the run log; the time it took counts as evaluation, not training."""
+    run.accelerator.wait_for_everyone()  # the main process has logged every step: jobs may read the log
+    result = state.result
+    began = time.perf_counter()
+    metrics = run.job.evaluate(run.model, result.steps, _horizon(run.schedule))
+    state.evaluation_seconds += time.perf_counter() - began
+    record = {"step": result.steps, "tokens": result.tokens, **{f"eval_{k}": v for k, v in metrics.items()}}
+    result.evaluations.append(record)
+    if logged:
+        run.log.write(record)
+    shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items() if isinstance(v, float))
+    run.reporter.message(f"step {result.steps}: eval {shown}")
+
+
+def _final_evaluation(run: _Run, state: _LoopState) -> None:
+    """The evaluation at the end, unless the loop's last step had one. A run resumed at its limit
+    trained nothing: it evaluates again for the job's final numbers, and logs them only if its log lacks them."""
+    result = state.result
+    if result.steps == run.first_step and run.resumed_from is not None:
+        run.reporter.message(f"the run had reached its limit at step {result.steps:,}: nothing to train")
+        _evaluate(run, state, logged=not _evaluation_logged(run.output, result.steps))
+    elif not result.evaluations or result.evaluations[-1]["step"] != result.steps:
+        _evaluate(run, state)
+
+
+def _save(run: _Run, state: _LoopState) -> Path:
+    """Save a resumable checkpoint of the run at its step (:func:`~tokenmask.train.runs.save_run_state`);
+    returns its folder. Every process calls it (the random and data states are gathered); the main one writes."""
+    result = state.result
+    state.saved_at = result.steps
+    rng = gathered_rng_states(run.accelerator)  # collectives: every process takes part
+    data = gathered(run.accelerator, run.job.position.state()) if run.job.position is not None else None
+    if run.shard.is_main:
+        save_run_state(
+            run.output, run.model, run.job.tokenizer, run.optimizer, run.schedule, result, rng,
+            data=data, scaler=run.accelerator.scaler, keep=run.config.keep_last, report=run.reporter.message,
+        )  # fmt: skip
+    return run.output / CHECKPOINTS / f"step-{result.steps}"
+
+
+def _finish(run: _Run, state: _LoopState) -> TrainResult:
+    """The run's result, its model saved to OUTPUT/model (the training state stays in checkpoints/ only)
+    and its metrics plotted."""
+    result = state.result
+    result.seconds = time.perf_counter() - state.start
+    result.model = run.model
+    if run.shard.is_main:
+        save_model(run.output / "model", run.model, run.job.tokenizer, card=run.job.card(result))
+        plot_metrics(read_metrics(run.output), run.output / PLOT_FILE)
+    run.accelerator.wait_for_everyone()
     return result
 
 
-class _Snapshots:
-    """The model saved at shares of the run's limit (``config.snapshots``), each once: a share
-    whose folder exists (a resumed run's) is not taken again."""
+def _late_signal_checkpoint(run: _Run, state: _LoopState) -> Path:
+    """The checkpoint a stop signal that came after the last step's check names (it came during the
+    final evaluation, or the run was at its limit): the run's state at its last step, saved once.
 
-    def __init__(self, config: LoopConfig, output: Path, reporter: Reporter) -> None:
-        self.config, self.output, self.reporter = config, output, reporter
-        self.waiting = [share for share in sorted(config.snapshots) if not snapshot_folder(output, share).is_dir()]
-
-    def take(self, model: Any, job: Job, result: TrainResult) -> None:  # a PreTrainedModel
-        while self.waiting and self.config.snapshot_due(self.waiting[0], result.steps, result.tokens):
-            share = self.waiting.pop(0)
-            notes = {"share": share, "step": result.steps, "tokens": result.tokens}
-            save_model(snapshot_folder(self.output, share), model, job.tokenizer, card=job.card(result), notes=notes)
-            self.reporter.message(
-                f"step {result.steps}: snapshot at {share:g} of the run in {snapshot_folder(self.output, share)}"
-            )
+    A run resumed at its limit trained nothing: the checkpoint it resumed from is this step's. A
+    periodic save at the last step has written it already. Else it is saved now (every process calls this).
+    """
+    if run.resumed_from is not None and state.result.steps == run.first_step:
+        return run.resumed_from
+    if state.saved_at == state.result.steps:
+        return run.output / CHECKPOINTS / f"step-{state.result.steps}"
+    return _save(run, state)
 
 
 def _build(
@@ -271,37 +341,30 @@ def _build(
     return job, checkpoint
 
 
-def _backward(
+def _open_log(
+    config: LoopConfig,
     accelerator: Accelerator,
-    wrapped: torch.nn.Module,
-    micro_batches: list[dict[str, Any]],
     shard: Shard,
+    reporter: Reporter,
+    trackers: list[str],
+    settings: Mapping[str, Any] | None,
     *,
-    shared: list[float],
-    per_token: bool = False,
-) -> tuple[int, float, list[float]]:
-    """The backward pass of a step over all processes.
-
-    With ``per_token``, every micro-batch gets the step's targets over its real tokens
-    (:data:`~tokenmask.train.step.TARGETS_PER_TOKEN`), for a loss with a per-token term.
-
-    Returns ``(targets, gradient norm, [loss, tokens, *shared])``: the step's targets in all
-    processes, the norm of the (synchronised) gradient before clipping, and its mean loss, real
-    tokens and ``shared`` summed over the processes, so that every process decides on the same numbers.
-    """
-    if per_token:
-        targets, real = summed(
-            accelerator, [count_targets(micro_batches), sum(int(b["attention_mask"].sum()) for b in micro_batches)]
-        )
-        ratio = torch.tensor(targets / max(real, 1), dtype=torch.float32)  # every device has float32
-        micro_batches = [{**batch, TARGETS_PER_TOKEN: ratio} for batch in micro_batches]
-    else:
-        (targets,) = summed(accelerator, [count_targets(micro_batches)])
-    loss, tokens = backward_step(
-        wrapped, micro_batches, loss=_forward, accelerator=accelerator, step_targets=int(targets), processes=shard.world
-    )
-    norm = float(accelerator.clip_grad_norm_(wrapped.parameters(), 1.0))
-    return int(targets), norm, summed(accelerator, [loss, tokens, *shared])
+    resumed: bool,
+    steps: int,
+) -> RunLog | NoLog:
+    """Start the trackers, then (main process) drop a ``resumed`` run's records after its ``steps``, write
+    ``settings`` (by default the config's) to OUTPUT/config.yaml and open the run log."""
+    settings = settings if settings is not None else flatten(config)
+    if trackers:  # a tracker that fails to start (a bad URI, no login) stops the run before OUTPUT is written too
+        start_trackers(accelerator, trackers, settings)
+    if not shard.is_main:
+        return NoLog()
+    output = Path(config.output)
+    if resumed:
+        trim_metrics(output, steps, reporter.message)
+    output.mkdir(parents=True, exist_ok=True)
+    write_settings(output / CONFIG_FILE, settings)
+    return RunLog(output, append=resumed, mirror=accelerator.log if trackers else None)
 
 
 def _horizon(schedule: Schedule) -> int | None:
@@ -317,10 +380,6 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _forward(wrapped: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return wrapped(batch)  # LossModule: the job's loss, inside DDP's / FSDP's forward
-
-
 def _non_finite_message(config: LoopConfig, output: Path, step: int) -> str:
     kept = newest_valid_checkpoint(output / CHECKPOINTS)
     where = f"the last good checkpoint is {kept}" if kept is not None else "no checkpoint was written"
@@ -330,28 +389,9 @@ def _non_finite_message(config: LoopConfig, output: Path, step: int) -> str:
     )
 
 
-class _NoLog:
-    """The run log of processes other than the main one."""
-
-    def write(self, record: dict[str, Any]) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _limit_reached(config: LoopConfig, result: TrainResult, elapsed: float) -> bool:
+def _limit_reached(config: LoopConfig, result: TrainResult) -> bool:
     return (
         (config.max_steps is not None and result.steps >= config.max_steps)
         or (config.max_tokens is not None and result.tokens >= config.max_tokens)
-        or (config.max_time is not None and elapsed > config.max_time * 60)
+        or (config.max_time is not None and result.seconds > config.max_time * 60)
     )
-
-
-def _optimizer(model: torch.nn.Module, config: LoopConfig) -> torch.optim.Optimizer:
-    """AdamW without weight decay on biases and norms, with layer-wise learning rates and the head
-    apart where the config asks (:func:`~tokenmask.train.groups.parameter_groups`); the fused
-    kernel (as the HF Trainer uses since torch 2.8) where the parameters' device has it."""
-    groups = parameter_groups(model, config)
-    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in model.parameters())
-    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.98), eps=1e-6, fused=fused)

@@ -5,7 +5,8 @@ manages a run's ``OUTPUT/checkpoints/step-N`` folders for the loop (:mod:`tokenm
 refusing to mix two runs, picking the newest *valid* checkpoint to resume from (skipping
 damaged ones, cleaning up after a kill, trimming the metrics log), saving the run's state
 (:func:`save_run_state`) and putting it back (:func:`restore_run_state`), and pruning old
-checkpoints only once a new one is on disk and verified.
+checkpoints only once a new one is on disk and verified. The model saved at shares of the run
+(``OUTPUT/snapshots``) is :class:`Snapshots`'s.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from tokenmask.train.checkpoint import (
     newest_valid_checkpoint,
     remove_leftovers,
     save_checkpoint,
+    save_model,
+    snapshot_folder,
     verify_checkpoint,
 )
 from tokenmask.train.logs import METRICS_FILE, truncate_metrics
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
 
     from tokenmask.collate.stream import Shard
     from tokenmask.train.config import LoopConfig
-    from tokenmask.train.job import DataPosition, Reporter, TrainResult
+    from tokenmask.train.job import DataPosition, Job, Reporter, TrainResult
     from tokenmask.train.schedule import Schedule
 
 CHECKPOINTS = "checkpoints"
@@ -234,3 +237,22 @@ def _is_valid(folder: Path) -> bool:
     except InvalidCheckpoint:
         return False
     return True
+
+
+class Snapshots:
+    """The model saved at shares of the run's limit (``config.snapshots``), each once: a share
+    whose folder exists (a resumed run's) is not taken again. Only the ``main`` process takes them."""
+
+    def __init__(self, config: LoopConfig, output: Path, reporter: Reporter, *, main: bool) -> None:
+        self.config, self.output, self.reporter = config, output, reporter
+        shares = sorted(config.snapshots) if main else []
+        self.waiting = [share for share in shares if not snapshot_folder(output, share).is_dir()]
+
+    def take(self, model: Any, job: Job, result: TrainResult) -> None:  # a PreTrainedModel
+        while self.waiting and self.config.snapshot_due(self.waiting[0], result.steps, result.tokens):
+            share = self.waiting.pop(0)
+            notes = {"share": share, "step": result.steps, "tokens": result.tokens}
+            save_model(snapshot_folder(self.output, share), model, job.tokenizer, card=job.card(result), notes=notes)
+            self.reporter.message(
+                f"step {result.steps}: snapshot at {share:g} of the run in {snapshot_folder(self.output, share)}"
+            )

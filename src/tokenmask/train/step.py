@@ -3,7 +3,8 @@
 The loss of a step is the sum of token losses over all its micro-batches divided by the
 number of targets in the whole step (across gradient-accumulation micro-batches and
 data-parallel processes), so accumulation gives the gradient of one large batch; a step
-without targets adds nothing, never NaN. :mod:`tokenmask.train.loop` calls it once per step.
+without targets adds nothing, never NaN. :mod:`tokenmask.train.loop` calls :func:`backward_pass`
+once per step.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import nullcontext
+from typing import Any, NamedTuple
 
 import torch
 from accelerate import Accelerator
 
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.heads import masked_lm_loss
+from tokenmask.train.parallel import summed
 
 TARGETS_PER_TOKEN = "targets_per_token"
 """Batch key of a 0-d tensor: the step's targets over its real tokens, in all micro-batches and
@@ -87,6 +90,51 @@ def backward_step(
         loss_sum += float(total.detach())
         tokens += int(batch["attention_mask"].sum())
     return loss_sum / max(step_targets, 1), tokens
+
+
+class BackwardPass(NamedTuple):
+    """What :func:`backward_pass` computed: the step's targets in all processes; this process's
+    share of the mean loss and its real tokens (summed over the processes they are the step's);
+    the norm of the synchronised gradient before clipping."""
+
+    targets: int
+    loss: float
+    tokens: int
+    norm: float
+
+
+def backward_pass(
+    accelerator: Accelerator, wrapped: torch.nn.Module, micro_batches: list[dict[str, Any]], *, per_token: bool = False
+) -> BackwardPass:
+    """The backward pass of a step in every process (:func:`backward_step`), its gradient clipped to norm 1.
+
+    The step's targets are counted in all processes first (a collective), and each micro-batch's
+    loss is divided by them. With ``per_token``, every micro-batch also gets the step's targets
+    over its real tokens (:data:`TARGETS_PER_TOKEN`), for a loss with a per-token term.
+    ``wrapped`` is the prepared :class:`~tokenmask.train.parallel.LossModule`.
+    """
+    if per_token:
+        targets, real = summed(
+            accelerator, [count_targets(micro_batches), sum(int(b["attention_mask"].sum()) for b in micro_batches)]
+        )
+        ratio = torch.tensor(targets / max(real, 1), dtype=torch.float32)  # every device has float32
+        micro_batches = [{**batch, TARGETS_PER_TOKEN: ratio} for batch in micro_batches]
+    else:
+        (targets,) = summed(accelerator, [count_targets(micro_batches)])
+    loss, tokens = backward_step(
+        wrapped,
+        micro_batches,
+        loss=_forward,
+        accelerator=accelerator,
+        step_targets=int(targets),
+        processes=accelerator.num_processes,
+    )
+    norm = float(accelerator.clip_grad_norm_(wrapped.parameters(), 1.0))
+    return BackwardPass(int(targets), loss, tokens, norm)
+
+
+def _forward(wrapped: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return wrapped(batch)  # LossModule: the job's loss, inside DDP's / FSDP's forward
 
 
 def optimizer_step(accelerator: Accelerator, optimizer: torch.optim.Optimizer, loss: float, norm: float) -> tuple[bool, bool]:
