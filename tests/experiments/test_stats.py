@@ -129,9 +129,9 @@ def test_two_equal_differences_are_a_zero_wide_interval():
 def test_one_seed_gives_no_interval():
     paired = Paired.of([0.05])
     assert (paired.n, paired.mean, paired.sd, paired.low, paired.high) == (1, 0.05, 0.0, None, None)
-    assert paired.verdict == "one seed"
+    assert paired.verdict == "no interval"
     assert paired.to_dict() == {"n": 1, "mean": 0.05, "sd": 0.0, "low": None, "high": None, "half_width": None,
-                                "verdict": "one seed"}  # fmt: skip
+                                "verdict": "no interval"}  # fmt: skip
 
 
 def test_label_budgets_smallest_first_all_last():
@@ -327,7 +327,7 @@ def test_sizes_smallest_first_and_sets_clean_first():
     assert summary["sets"] == ["clean", "delete-0.2", "unk-0.2"]
     assert [r["size"] for r in summary["against_baseline"]][::12] == ["20", "300", "all"]  # 2 groups x 3 sets x 2 metrics each
     # one seed: a difference, no interval
-    assert row(summary["against_baseline"], TOKEN, size="20")["paired"]["verdict"] == "one seed"
+    assert row(summary["against_baseline"], TOKEN, size="20")["paired"]["verdict"] == "no interval"
 
 
 def test_nothing_finished_gives_no_rows():

@@ -127,11 +127,15 @@ def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
 
 
 def plot_downstream(summary: Mapping[str, Any], path: Path) -> Path:
-    """The primary metric (mean ± sd) against pre-training tokens, clean set, no augmentation: a panel per label budget."""
+    """The primary metric (mean ± sd) against pre-training tokens, clean set, the first augmentation: a panel per label budget."""
     panels = []
     for size in summary["sizes"]:
-        rows = [r for r in summary["against_baseline"]
-                if r["size"] == size and r["set"] == CLEAN and r["metric"] == summary["primary"] and r["augment"] == "0"]  # fmt: skip
+        rows = [
+            r
+            for r in summary["against_baseline"]
+            if r["size"] == size and r["set"] == CLEAN and r["metric"] == summary["primary"]
+        ]
+        rows = [r for r in rows if r["augment"] == min(a["augment"] for a in rows)]  # "0" before "0.1" before "adaptive-…"
         base = [(r["pretrain_tokens"], r["mean"], r["sd"]) for r in rows if r["fraction"] == 0.0]
         lines = {p: base + [(r["pretrain_tokens"], r["mean"], r["sd"]) for r in sorted(rows, key=lambda r: r["fraction"])
                             if r["point"] == p and r["fraction"] > 0] for p in dict.fromkeys(r["point"] for r in rows)}  # fmt: skip

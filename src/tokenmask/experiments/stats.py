@@ -17,7 +17,7 @@ from typing import Any
 CLEAN = "clean"  # the uncorrupted held-out set
 NARROW = 0.015
 """An interval's largest half-width (1.5 points of a 0–1 metric) that still shows "no measurable difference"."""
-BETTER, WORSE, NULL, WIDE, ONE_SEED = "better", "worse", "no measurable difference", "too wide to tell", "one seed"
+BETTER, WORSE, NULL, WIDE, ONE_SEED = "better", "worse", "no measurable difference", "too wide to tell", "no interval"
 SCORED = {"classify": ("accuracy", "macro_f1"), "tokens": ("accuracy", "macro_f1", "span_f1")}
 """What every held-out set is scored by, per task (higher is better); the last is the primary metric."""
 
