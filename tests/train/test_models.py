@@ -1,27 +1,16 @@
 """Presets of every family build, train with the sparse head and round-trip; MiniLM loads whole."""
 
 import importlib.metadata
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertModel
 
-from tokenmask.hub import HubConfig
 from tokenmask.text import resources
 from tokenmask.text.resources import minilm_dir
 from tokenmask.train.heads import masked_lm_loss, split_masked_lm
-from tokenmask.train.models import (
-    check_fits,
-    load_minilm,
-    load_model,
-    load_model_with_notes,
-    paired_tokenizer,
-    position_limit,
-    resolve_checkpoint,
-    saved_tokenizer,
-)
+from tokenmask.train.models import check_fits, load_minilm, load_model, load_model_with_notes, paired_tokenizer, position_limit
 from tokenmask.train.presets import PRESETS, build_model
 
 V = 300
@@ -212,26 +201,3 @@ def test_a_model_is_paired_with_its_own_tokenizer(tmp_path, bert_tokenizer, trai
     BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                intermediate_size=64)).save_pretrained(bare)  # fmt: skip
     assert len(paired_tokenizer(bare, "roberta-gpt2")) == 50262 and len(paired_tokenizer(bare, None)) == 30522
-
-
-def test_resolve_checkpoint_tells_a_folder_from_the_name_minilm_from_a_hub_id(tmp_path, monkeypatch, bert_tokenizer):
-    assert resolve_checkpoint("minilm").folder == minilm_dir() and resolve_checkpoint("minilm").commit is None
-    run = tmp_path / "run"
-    BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=64)).save_pretrained(run / "model")  # fmt: skip
-    assert resolve_checkpoint(run / "model").folder == run / "model" == resolve_checkpoint(str(run / "model")).folder
-    with pytest.raises(ValueError, match=r"no config.json, not a Hugging Face model folder \(did you mean .*run/model\?\)"):
-        resolve_checkpoint(run)
-    with pytest.raises(ValueError, match="model 'runs/a/b' is neither a folder, the name minilm, nor a Hub id"):
-        resolve_checkpoint("runs/a/b")  # two slashes: no Hub id
-    with pytest.raises(ValueError, match="bert-huge is neither a local folder nor in the Hugging Face cache .* HF_HUB_OFFLINE=1"):
-        resolve_checkpoint("bert-huge")  # a Hub id, looked up in the (test session's empty) cache
-    with pytest.raises(ValueError, match="--revision v2 is for models named by Hub id, but .* is a local folder"):
-        resolve_checkpoint(run / "model", hub=HubConfig(revision="v2"))
-    monkeypatch.chdir(run)
-    (run / "model").rename(run / "minilm")  # a folder named minilm wins over the name
-    assert resolve_checkpoint("minilm").folder == Path("minilm")
-    with pytest.raises(ValueError, match="no tokenizer files"):
-        saved_tokenizer(resolve_checkpoint("minilm"))  # the folder, which holds no tokenizer yet
-    bert_tokenizer.save_pretrained(run / "minilm")
-    assert saved_tokenizer(resolve_checkpoint("minilm")).get_vocab() == bert_tokenizer.get_vocab()

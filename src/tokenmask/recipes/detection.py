@@ -25,7 +25,8 @@ from tokenmask.masking.vocab import VocabTables
 from tokenmask.recipes.config import changed_detection_setting
 from tokenmask.train.checkpoint import CARD_FILE
 from tokenmask.train.detector import GENERATOR_FOLDER, LinearDiscriminator, ReplacedTokenDetector
-from tokenmask.train.models import Checkpoint, check_fits, open_checkpoint, quiet_load_report, require_encoder_weights
+from tokenmask.train.models import check_fits, open_checkpoint, quiet_load_report, require_encoder_weights
+from tokenmask.train.names import Checkpoint
 from tokenmask.train.presets import build_detector_parts, generator_config
 from tokenmask.use.evaluate import evaluate_detector
 

@@ -39,7 +39,8 @@ from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import train
-from tokenmask.train.models import Checkpoint, check_fits, resolve_checkpoint
+from tokenmask.train.models import check_fits
+from tokenmask.train.names import Checkpoint, resolve_checkpoint
 from tokenmask.use.classifier_scores import Evaluation, evaluate_classifier
 from tokenmask.use.metrics import plot_confusion
 
@@ -286,7 +287,7 @@ def pin_revision(config: FinetuneConfig) -> tuple[FinetuneConfig, Checkpoint]:
     A folder or ``minilm`` leaves the config as it is.
 
     Raises:
-        ValueError: the model cannot be had (:func:`~tokenmask.train.models.resolve_checkpoint`).
+        ValueError: the model cannot be had (:func:`~tokenmask.train.names.resolve_checkpoint`).
     """
     config = replace(config, hub=resumed_hub(config.hub, config.loop, config.model, key="model"))
     start = resolve_checkpoint(config.model, hub=config.hub)

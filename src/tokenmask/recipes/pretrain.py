@@ -40,7 +40,8 @@ from tokenmask.train.detector import ReplacedTokenDetector, detection_loss_sum, 
 from tokenmask.train.heads import head_support
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.loop import train
-from tokenmask.train.models import Checkpoint, load_model_with_notes, paired_tokenizer, resolve_checkpoint
+from tokenmask.train.models import load_model_with_notes, paired_tokenizer
+from tokenmask.train.names import Checkpoint, resolve_checkpoint
 from tokenmask.train.presets import build_model, generator_words
 from tokenmask.train.step import LossFunction, mlm_loss_sum
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
@@ -94,7 +95,7 @@ def pin_revision(config: PretrainConfig) -> tuple[PretrainConfig, Checkpoint | N
     leaves the config as it is.
 
     Raises:
-        ValueError: the checkpoint or tokenizer cannot be had (:func:`~tokenmask.train.models.resolve_checkpoint`).
+        ValueError: the checkpoint or tokenizer cannot be had (:func:`~tokenmask.train.names.resolve_checkpoint`).
     """
     config = replace(
         config,

@@ -19,15 +19,8 @@ from tokenmask.hub import HubConfig
 from tokenmask.labelled.align import Task
 from tokenmask.labelled.examples import LabelVocab
 from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.train.models import (
-    Checkpoint,
-    LoadedModel,
-    named,
-    open_checkpoint,
-    require_encoder_weights,
-    resolve_checkpoint,
-    saved_tokenizer,
-)
+from tokenmask.train.models import LoadedModel, named, open_checkpoint, require_encoder_weights, saved_tokenizer
+from tokenmask.train.names import Checkpoint, resolve_checkpoint
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -39,7 +32,7 @@ def load_classifier_tokenizer(name_or_path: str | Path | Checkpoint, *, hub: Hub
     """The tokenizer saved with a checkpoint (a folder, ``minilm`` or a Hub id).
 
     Raises:
-        ValueError: not a checkpoint (:func:`~tokenmask.train.models.resolve_checkpoint`), or
+        ValueError: not a checkpoint (:func:`~tokenmask.train.names.resolve_checkpoint`), or
             one saved without its tokenizer.
     """
     return saved_tokenizer(resolve_checkpoint(name_or_path, hub=hub))
@@ -49,7 +42,7 @@ def load_classifier(
     name_or_path: str | Path | Checkpoint, *, task: Task, labels: LabelVocab, hub: HubConfig = HubConfig()
 ) -> LoadedModel:
     """An encoder checkpoint under a classification head for ``labels`` (a folder, ``minilm`` or a
-    Hub id: :func:`~tokenmask.train.models.resolve_checkpoint`; remote code only with ``hub.trust_remote_code``).
+    Hub id: :func:`~tokenmask.train.names.resolve_checkpoint`; remote code only with ``hub.trust_remote_code``).
 
     ``task="classify"`` gives ``AutoModelForSequenceClassification`` (one label per
     text), ``"tokens"`` ``AutoModelForTokenClassification`` (one per token). The

@@ -20,14 +20,8 @@ import numpy as np
 from tokenmask.blocks.pack import batched
 from tokenmask.files import atomic_file
 from tokenmask.hub import HubConfig
-from tokenmask.train.models import (
-    Checkpoint,
-    open_checkpoint,
-    position_limit,
-    require_encoder_weights,
-    resolve_checkpoint,
-    saved_tokenizer,
-)
+from tokenmask.train.models import open_checkpoint, position_limit, require_encoder_weights, saved_tokenizer
+from tokenmask.train.names import Checkpoint, resolve_checkpoint
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
     import torch
@@ -44,7 +38,7 @@ def load_encoder(
 
     Any Hugging Face encoder or masked-LM folder works, e.g. ``OUTPUT/model`` of ``tokenmask
     pretrain``: ``AutoModel`` takes the encoder and leaves the prediction head out. A folder
-    wins over the name, the name over a Hub id (:func:`~tokenmask.train.models.resolve_checkpoint`);
+    wins over the name, the name over a Hub id (:func:`~tokenmask.train.names.resolve_checkpoint`);
     remote code runs only with ``hub.trust_remote_code``.
 
     Args:

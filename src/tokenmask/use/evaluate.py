@@ -284,7 +284,8 @@ def evaluate_checkpoint(config: EvaluateConfig) -> CheckpointScores:
     import itertools
 
     from tokenmask.blocks.load import load_blocks, load_phrases
-    from tokenmask.train.models import load_model, paired_tokenizer, refuse_discriminator, resolve_checkpoint
+    from tokenmask.train.models import load_model, paired_tokenizer
+    from tokenmask.train.names import refuse_discriminator, resolve_checkpoint
 
     checkpoint = resolve_checkpoint(config.model, hub=config.hub)
     refuse_discriminator(checkpoint, "be scored at masks")

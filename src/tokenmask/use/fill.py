@@ -12,7 +12,8 @@ from transformers import pipeline
 
 from tokenmask.hub import HubConfig
 from tokenmask.text.token_tables import require_mask_token
-from tokenmask.train.models import Checkpoint, load_model_with_notes, refuse_discriminator, resolve_checkpoint, saved_tokenizer
+from tokenmask.train.models import load_model_with_notes, saved_tokenizer
+from tokenmask.train.names import Checkpoint, refuse_discriminator, resolve_checkpoint
 from tokenmask.use.config import FillConfig
 from tokenmask.use.evaluate import inference_device
 
@@ -21,7 +22,7 @@ _MASK_SPELLINGS = re.compile(r"\[MASK\]|<mask>", re.IGNORECASE)
 
 def load_fill_mask(model: str | Path | Checkpoint, *, hub: HubConfig = HubConfig()):
     """A ``pipeline("fill-mask")`` on a checkpoint (a folder or a Hub id:
-    :func:`~tokenmask.train.models.resolve_checkpoint`), on the GPU when there is one.
+    :func:`~tokenmask.train.names.resolve_checkpoint`), on the GPU when there is one.
 
     Raises:
         ValueError: the checkpoint has no masked-LM head (its guesses would be random; a
