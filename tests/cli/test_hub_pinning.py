@@ -61,10 +61,15 @@ def test_remote_code_runs_through_the_demo_and_a_resume_but_a_replay_must_ask_ag
 def test_a_study_fine_tunes_its_baseline_at_the_commit_of_its_cells(hub_cache, plays_file, tmp_path):
     repo = hub_cache.families["bert"]
     v1 = hub_cache.commits[repo]["v1"]
+    recipe = tmp_path / "pretrain.yaml"
+    recipe.write_text(yaml.safe_dump({"max_steps": 1, "max_length": 32, "batch_size": 2, "report_to": "none", "cpu": True,
+                                      "precision": "fp32", "eval_blocks": 2}))  # fmt: skip
+    tuning = tmp_path / "finetune.yaml"
+    tuning.write_text("max_steps: 1\nbatch_size: 2\n")
     argv = [
         "study", str(plays_file(600, 6)), "--init", repo, "--revision", "v1", "--output", str(tmp_path / "study"),
-        "--strategies", "token", "--rates", "0.15", "--max-steps", "1", "--finetune", "builtin", "--finetune-max-steps", "1",
-        "--no-estimate", "--no-robustness", *TINY,
+        "--strategies", "token", "--rates", "0.15", "--pretrain-config", str(recipe), "--finetune", "builtin",
+        "--finetune-config", str(tuning), "--finetune-seeds", "1", "--robustness-sets", "none",
     ]  # fmt: skip
     assert main(argv) == 0
     cells = tmp_path / "study" / "cells"

@@ -324,13 +324,11 @@ def test_eval_mode_augmenter_pads_only(bert_tokenizer):
 
 def test_the_fine_tuning_api_is_exported():
     import tokenmask
-    from tokenmask.experiments import compare
     from tokenmask.recipes import config, finetune, watch
 
     for module, name in [
         (config, "FinetuneConfig"),
         (finetune, "finetune"),
-        (compare, "compare_augment"),
         (watch, "DivergenceWatch"),
     ]:
         assert getattr(tokenmask, name) is getattr(module, name) and name in tokenmask.__all__

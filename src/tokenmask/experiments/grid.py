@@ -101,17 +101,13 @@ class StudyGrid:
         check_axis("corruptions", self.corruptions, lambda c: c in CORRUPTIONS, f"one of {', '.join(CORRUPTIONS)}")
         check_axis("rate ends", self.rate_ends, lambda r: r is None or 0.0 < r <= 1.0, "'none' or in (0, 1]")
 
-    @property
-    def pretrains(self) -> bool:
-        return self.strategies != (NONE,)
-
     def seed_list(self, first: int) -> tuple[int, ...]:
         return tuple(range(first, first + self.pretrain_seeds))
 
     def cells(self, first_seed: int) -> list[Cell]:
         """Every pre-training cell, strategy by strategy, then rate, rate end, corruption and seed;
         the objective is an axis only when the grid crosses more than the masked LM."""
-        if not self.pretrains:
+        if self.strategies == (NONE,):
             return []
         objective = [("objective", self.objectives)] if self.objectives != ("mlm",) else []
         axes = [*objective, ("strategy", self.strategies), ("rate", self.rates), ("rate_end", self.rate_ends),

@@ -34,20 +34,15 @@ _TITLES = {"augmentation": "[MASK] augmentation against none", "masking": "each 
 
 def spread(values: Sequence[float]) -> str:
     """``"0.7000 ± 0.0100"`` over seeds, ``"0.7000"`` for one, ``"-"`` for none."""
-    if not values:
-        return "-"
-    mean = statistics.fmean(values)
-    return f"{mean:.4f} ± {statistics.stdev(values):.4f}" if len(values) > 1 else f"{mean:.4f}"
+    sd = f" ± {statistics.stdev(values):.4f}" if len(values) > 1 else ""
+    return f"{statistics.fmean(values):.4f}{sd}" if values else "-"
 
 
 def delta(row: Mapping[str, Any]) -> str:
     """A paired difference in points of the metric: ``"+1.2 [+0.3, +2.1]"``, ``"+1.2 (1 seed)"``, ``"-"``."""
-    paired = row.get("paired")
-    if not paired:
-        return "-"
-    if paired["low"] is None:
-        return f"{paired['mean'] * 100:+.1f} (1 seed)"
-    return f"{paired['mean'] * 100:+.1f} [{paired['low'] * 100:+.1f}, {paired['high'] * 100:+.1f}]"
+    p = row.get("paired")
+    interval = "(1 seed)" if not p or p["low"] is None else f"[{p['low'] * 100:+.1f}, {p['high'] * 100:+.1f}]"
+    return f"{p['mean'] * 100:+.1f} {interval}" if p else "-"
 
 
 def verdict(row: Mapping[str, Any]) -> str:

@@ -18,19 +18,31 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tokenmask.experiments.grid import Cell
 from tokenmask.files import write_json
 from tokenmask.train.interrupt import Interrupted, StopSignals
 from tokenmask.train.job import Reporter
 
-if TYPE_CHECKING:
-    from tokenmask.experiments.study import StudyRun as Study
-
 FORMAT = 2  # a record of another format is refused: version 0.x carries no upgrade code
 RECORD, SETTINGS, MARKER, ERROR = "study.json", "config.yaml", "cell.json", "error.txt"
+
+
+class Study(Protocol):
+    """What the runner needs of a study (:class:`~tokenmask.experiments.study.StudyRun`); it pickles into processes."""
+
+    @property
+    def growing(self) -> tuple[tuple[str, ...], ...]: ...  # where plan() lists the axes a resumed study may grow
+    def plan(self) -> dict[str, Any]: ...
+    def cells(self) -> list[Cell]: ...
+    def load(self) -> Any: ...
+    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: Any, resume: bool) -> dict[str, Any]: ...
+    def guess_minutes(self, cell: Cell) -> float: ...
+    def finished_line(self, result: Mapping[str, Any]) -> str: ...
+    def summary(self, cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]: ...
 
 
 def shared_plan(plan: Mapping[str, Any], growing: Sequence[Sequence[str]]) -> dict[str, Any]:
@@ -224,11 +236,11 @@ def forecast(output: Path, study: Study, *, jobs: int = 1) -> str:
     return f"{len(left)} cell{'s' * (len(left) != 1)} left, about {when}{rough}"
 
 
+@dataclass(frozen=True)
 class _Relay:
     """A cell's progress bar and warnings for the study's reporter, not its set-up lines; lines on stdout without one."""
 
-    def __init__(self, reporter: Reporter | None) -> None:
-        self.reporter = reporter
+    reporter: Reporter | None
 
     def message(self, text: str) -> None:
         if self.reporter is None:

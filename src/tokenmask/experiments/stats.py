@@ -8,6 +8,7 @@ holds 0 and is at most :data:`NARROW` wide on each side, *too wide to tell* othe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -69,8 +70,7 @@ class Paired:
 
     def to_dict(self) -> dict[str, Any]:
         half = None if self.low is None or self.high is None else (self.high - self.low) / 2
-        return {"n": self.n, "mean": self.mean, "sd": self.sd, "low": self.low, "high": self.high, "half_width": half,
-                "verdict": self.verdict}  # fmt: skip
+        return {**dataclasses.asdict(self), "half_width": half, "verdict": self.verdict}
 
 
 Group = tuple[str, float, str]  # what a row is about: (point, pre-training fraction, augmentation)

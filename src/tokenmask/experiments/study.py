@@ -36,13 +36,12 @@ from tokenmask.settings import build, check, flatten, read_settings_file, settin
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter, Reporter
 
-FINETUNE_STEPS = 150
-"""Each fine-tuning's steps when its settings give none."""
-DEFAULT_CELL_TOKENS = 1_000_000
-"""Each pre-training cell's budget when its settings give none: the default grid in about 30 minutes on 2 cores."""
+FINETUNE_STEPS, DEFAULT_CELL_TOKENS, BEST_MODEL = 150, 1_000_000, "best-model"
+"""Each fine-tuning's and each pre-training cell's budget when its settings give none (the default grid: about 30
+minutes on 2 cores); OUTPUT/best-model, with ``--keep-best``."""
+OFFERED = ("corpus", "init", "revision", "max_tokens")  # the pre-training settings a study takes as flags too
 PER_TUNING = ("model", "output", "seed", "augment_rate", "augment_adaptive", "resume", "overwrite", "data", "eval_data")
 """The fine-tuning settings the study sets for each cell: a ``--finetune-config`` file's values for them are not used."""
-BEST_MODEL = "best-model"
 GROWING = (*(("grid", axis) for axis in ("strategies", "rates", "rate_ends", "corruptions", "pretrain_seeds", "objectives")),
            *(("finetune", axis) for axis in ("label_budgets", "seeds", "augment_rates")), ("terms",))  # fmt: skip
 """The axes a resumed study may grow. Not the pre-training fractions: each cell saves the snapshots it was planned with."""
@@ -59,7 +58,7 @@ class StudyConfig:
     base: PretrainConfig = setting(
         factory=lambda: PretrainConfig(loop=LoopConfig(max_tokens=DEFAULT_CELL_TOKENS)),
         help="pre-training",
-        only=("corpus", "init", "max_tokens"),
+        only=OFFERED,
     )
     tuning: FinetuneConfig = setting(
         factory=lambda: FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=FINETUNE_STEPS)), help="fine-tuning", only=()
@@ -82,7 +81,7 @@ class StudyConfig:
         check(self)
         if not self.output:
             raise ValueError("--output is required: the folder the study writes to")
-        if not self.grid.pretrains and not self.downstream.enabled:
+        if self.grid.strategies == (NONE,) and not self.downstream.enabled:
             raise ValueError("--strategies none pre-trains nothing: give --finetune DATA to fine-tune the starting model")
         if self.terms_file is not None and not Path(self.terms_file).is_file():
             raise ValueError(f"--terms-file {self.terms_file}: no such file")
@@ -116,7 +115,7 @@ def study_config(settings: Mapping[str, Any]) -> StudyConfig:
     """A study from flat settings (the command line's, or its replayed ``config.yaml``): the recipes'
     settings from their files, the offered ones (corpus, init, max tokens) on top; ValueError names a bad one."""
     given: dict[str, Any] = {str(key).replace("-", "_"): value for key, value in settings.items()}
-    offered: dict[str, Any] = {key: given.pop(key) for key in ("corpus", "init", "max_tokens") if key in given}
+    offered: dict[str, Any] = {key: given.pop(key) for key in OFFERED if key in given}
     pretraining: dict[str, Any] = {**_read(given.get("pretrain_config")), **offered}
     pretraining = {k: v for k, v in pretraining.items() if k not in GRID_KEYS}
     if all(pretraining.get(limit) is None for limit in ("max_steps", "max_tokens", "max_time")):
@@ -250,7 +249,7 @@ class StudyRun:
         """How the pre-training cells are scored; with fine-tuning, the paired numbers and the best fine-tuned model."""
         base, metrics = self.config.base, SCORED[self.config.tuning.task]
         found: dict[str, Any] = {"evaluation": {"masking": "token-level 80/10/10", "mlm_probability": base.eval_mlm_probability,
-                                "blocks": base.eval_blocks}} if self.config.grid.pretrains else {}  # fmt: skip
+                                "blocks": base.eval_blocks}} if self.config.grid.strategies != (NONE,) else {}  # fmt: skip
         if self.config.downstream.enabled:
             found |= {"downstream": summarize(cells, metrics=metrics), "best": best_cell(cells, metrics[-1])}
         return found

@@ -119,13 +119,11 @@ def baseline_model(base: PretrainConfig, seed: int, folder: Path) -> str:
     if not (folder / "config.json").exists():
         import torch
 
-        from tokenmask.text.token_tables import require_mask_token
         from tokenmask.train.checkpoint import save_model
         from tokenmask.train.models import paired_tokenizer
         from tokenmask.train.presets import build_model
 
         tokenizer = paired_tokenizer(None, base.tokenizer, hub=base.hub)
-        require_mask_token(tokenizer)
         torch.manual_seed(seed)  # as the loop seeds before it builds a cell's model: the same weights
         model = build_model(base.preset, vocab_size=len(tokenizer), max_length=base.blocks.max_length,
                             pad_token_id=tokenizer.pad_token_id)  # fmt: skip
