@@ -52,7 +52,9 @@ def test_the_readme_is_an_entry_page():
 
 
 def test_paragraphs_are_prose_blocks():
-    page = "One two\nthree.\n\n| a | b |\n|---|---|\n```bash\nmake demo\n```\n- item one\n- item two\n  goes on\n## Heading\nLast."
+    page = (
+        "One two\nthree.\n\n| a | b |\n|---|---|\n```bash\nmake demo\n```\n- item one\n- item two\n  goes on\n## Heading\nLast."
+    )
     assert paragraphs(page) == ["One two three.", "- item one", "- item two goes on", "Last."]
 
 
