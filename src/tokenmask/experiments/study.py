@@ -234,7 +234,7 @@ class StudyRun:
         """A rough guess at 2-core CPU speeds of the presets (the runner scales it by the finished cells)."""
         c, base, tuned = cell.coordinates, self.config.base.loop, self.config.tuning.loop
         if c.get("role") == FINETUNE:
-            return (tuned.max_steps or 150) * tuned.batch_size / 8000 + 0.1  # ~64 tokens an example at ~8k tokens/s
+            return (tuned.max_steps or 150) * tuned.batch_size / 8000 + 0.1  # 64-token examples at ~8.5k tokens/s
         tokens = base.max_tokens or (base.max_steps or 1000) * base.batch_size * self.config.base.blocks.max_length
         return 0.05 if c["strategy"] is None else tokens * (1 + c["rate"]) / 360_000  # ~6k tokens/s
 
