@@ -51,7 +51,7 @@ LOWEST := .venv-lowest
 LOWEST_STAMP := $(LOWEST)/.installed
 SMOKE := tests/masking tests/text/test_corpus.py tests/cli/test_model_folders.py tests/use/test_embed.py \
 	tests/train/test_loop.py::test_cli_pretrain_evaluate_fill tests/test_files.py \
-	tests/train/test_models.py::test_resolve_checkpoint_tells_a_folder_from_the_name_minilm_from_a_hub_id \
+	tests/train/test_names.py::test_resolve_checkpoint_tells_a_folder_from_the_name_minilm_from_a_hub_id \
 	tests/text/test_terms.py
 
 $(LOWEST_STAMP): pyproject.toml requirements/lowest.txt requirements/data.txt
