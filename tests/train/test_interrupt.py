@@ -1,10 +1,10 @@
-"""StopSignals on its own: what a signal, a second one and a request do, alone and nested (no training)."""
+"""StopSignals on its own: what a signal and a second one do, alone and nested (no training)."""
 
 import signal
 
 import pytest
 
-from tokenmask.train.interrupt import Interrupted, StopSignals, request_stop
+from tokenmask.train.interrupt import Interrupted, StopSignals
 
 
 def handlers():
@@ -35,34 +35,19 @@ def test_an_inner_context_starts_with_the_outer_ones_signal_and_hands_its_own_ou
         with StopSignals() as inner:
             signal.raise_signal(signal.SIGTERM)
             assert outer.received is None
-        assert outer.received == signal.SIGTERM  # noted in a run that ended: the sweep around it still stops
+        assert outer.received == signal.SIGTERM  # noted in a run that ended: the study around it still stops
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGTERM)
-
-
-def test_a_request_stops_like_a_signal_but_does_not_count_as_one():
-    with StopSignals() as signals:
-        request_stop(signal.SIGTERM)
-        assert signals.received == signal.SIGTERM
-        signal.raise_signal(signal.SIGINT)  # the first signal: noted, not an interrupt
-        assert signals.received == signal.SIGTERM
-        with pytest.raises(KeyboardInterrupt):
-            signal.raise_signal(signal.SIGINT)
-
-
-def test_a_request_with_no_context_open_does_nothing_later():
-    request_stop(signal.SIGINT)  # a cell's request after its work ended must not stop an unrelated run
     with StopSignals() as later:
-        assert later.received is None
+        assert later.received is None  # nothing open any more: what the closed ones noted stays with them
 
 
-def test_a_sweeps_stop_names_no_checkpoint():
+def test_a_studys_stop_names_no_checkpoint_and_a_runs_names_its_step_and_checkpoint():
     stop = Interrupted(signal.SIGTERM)
-    assert str(stop) == (
-        "SIGTERM: the sweep stopped (finished cells are kept, a cell stopped while training saved a checkpoint); "
-        "continue with --resume"
-    )
-    assert stop.exit_code == 143 and stop.step is None
-    assert str(Interrupted(signal.SIGINT, 1200, "run/checkpoints/step-1200")) == (
-        "SIGINT at step 1,200: checkpoint saved in run/checkpoints/step-1200; continue with --resume"
-    )
+    assert str(stop).startswith("SIGTERM: ") and str(stop).endswith("; continue with --resume")
+    assert "study" in str(stop) and "checkpoint saved in" not in str(stop) and " at step " not in str(stop)
+    assert stop.exit_code == 143 and stop.step is None and stop.checkpoint is None
+    run = Interrupted(signal.SIGINT, 1200, "run/checkpoints/step-1200")
+    assert str(run).startswith("SIGINT at step 1,200: ") and str(run).endswith("; continue with --resume")
+    assert "run/checkpoints/step-1200" in str(run) and "study" not in str(run)
+    assert run.exit_code == 130 and (run.step, run.checkpoint) == (1200, "run/checkpoints/step-1200")

@@ -85,7 +85,7 @@ def load_finetune_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
 
 def load_finetune_split(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase) -> tuple[FinetuneData, list, list]:
     """:func:`load_finetune_data` and the examples it encoded: ``(data, train examples, validation examples)``
-    (``compare-augment`` draws training samples and corrupted validation sets from them)."""
+    (a ``study`` draws each label budget's training sample and its corrupted held-out sets from them)."""
     stats = ReadStats()
     train, validation = split_finetune_examples(config, stats=stats)
     data = prepare_finetune_data(train, tokenizer, validation=validation, max_length=config.max_length)
