@@ -159,6 +159,22 @@ def test_the_starting_model_alone_over_augmentation_values_keeps_the_best(tiny_m
     assert (output / "best-model" / "config.json").exists() and best["metric"] == "macro_f1"
     assert best["value"] == max(c["scores"]["clean"]["macro_f1"] for c in record["cells"] if c.get("scores"))
     assert (output / "report.html").read_text().count("data:image/png;base64,") == 1
+    replay = yaml.safe_load((output / "config.yaml").read_text())  # names the study's own copy of each recipe
+    assert replay["finetune_config"] == str((output / "finetune.yaml").resolve())
+    assert yaml.safe_load((output / "finetune.yaml").read_text())["group_by"] == "movie"
+
+
+def test_a_token_labelling_study_goes_by_span_f1_without_corrupted_sets(tiny_mlm_folder, tagged_jsonl, tmp_path, one_thread):
+    tuning = tmp_path / "finetune.yaml"
+    tuning.write_text("task: tokens\nmax_steps: 3\nbatch_size: 8\n")
+    output = tmp_path / "study"
+    argv = ["study", "--output", str(output), "--init", str(tiny_mlm_folder), "--strategies", "none", "--finetune",
+            str(tagged_jsonl), "--finetune-config", str(tuning), "--label-budgets", "50", "--finetune-seeds", "2"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads((output / "study.json").read_text())
+    tuned = [c for c in record["cells"] if c.get("role") == "finetune"]
+    assert len(tuned) == 2 and all(list(c["scores"]) == ["clean"] for c in tuned)  # no corrupted copies of tagged words
+    assert record["best"]["metric"] == "span_f1" and record["downstream"]["primary"] == "span_f1"
 
 
 @pytest.mark.parametrize(
@@ -183,6 +199,19 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(
     assert not (output / "study.json").exists() and not (output / "config.yaml").exists()
 
 
+def test_a_new_study_that_fails_inside_its_first_cell_leaves_nothing_behind(corpus_and_tokenizer, tmp_path, capsys):
+    corpus, _ = corpus_and_tokenizer
+    recipe = tmp_path / "pretrain.yaml"
+    recipe.write_text(f"preset: bert-tiny\ntokenizer: {tmp_path / 'no-such-tokenizer'}\nmax_steps: 2\n")
+    output = tmp_path / "study"
+    argv = ["study", str(corpus), "--output", str(output), "--pretrain-config", str(recipe), "--strategies", "token",
+            "--rates", "0.15"]  # fmt: skip
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert "no-such-tokenizer" in error and len(error.splitlines()) == 1
+    assert not output.exists() or not any(output.iterdir())  # the corrected command needs no --resume
+
+
 def test_the_study_replays_from_its_config_yaml_and_reads_the_recipes_files(recipes, tmp_path):
     given = {"output": str(tmp_path / "a"), "pretrain_config": str(recipes[0]), "finetune_config": str(recipes[1]),
              "strategies": "token", "finetune": "builtin", "max_tokens": 5000}  # fmt: skip
@@ -193,6 +222,8 @@ def test_the_study_replays_from_its_config_yaml_and_reads_the_recipes_files(reci
     assert (tuning.loop.max_steps, tuning.text_column, tuning.model, tuning.max_length) == (4, "review", "minilm", 32)
     from tokenmask.settings import flatten
 
+    assert study_config({**given, "pretrain_fractions": "0.5,1", "max_tokens": None}).snapshots == (0.5,)  # 24 steps
+    assert study_config({"output": "o", "finetune": "builtin", "pretrain_fractions": "0.5,1"}).base.loop.max_tokens == 1_000_000
     replayed = study_config({**flatten(config), "output": str(tmp_path / "b")})
     assert flatten(replayed) == {**flatten(config), "output": str(tmp_path / "b")}
     assert replayed.base == base and replayed.tuning == tuning

@@ -34,8 +34,10 @@ def test_the_default_grid_is_four_strategies_at_two_rates():
         "pmi-0.15-bert-seed0", "pmi-0.3-bert-seed0",
     ]  # fmt: skip
     assert [c.folder for c in cells] == [f"cells/{c.name}" for c in cells]
-    assert cells[1].coordinates == {"strategy": "token", "rate": 0.3, "rate_end": None, "corruption": "bert", "seed": 0}
-    assert all(c.after == () and dict(c.inputs) == {} for c in cells)
+    assert cells[1].coordinates == {
+        "objective": "mlm", "strategy": "token", "rate": 0.3, "corruption": "bert", "seed": 0
+    }  # fmt: skip
+    assert all(c.after == () for c in cells)
 
 
 def test_cross_keeps_the_first_axis_slowest():
@@ -49,16 +51,20 @@ def test_seeds_count_up_from_the_first():
     assert names(grid.cells(4)) == ["span-0.3-bert-seed4", "span-0.3-bert-seed5", "span-0.3-bert-seed6"]
 
 
-def test_rate_ends_and_corruptions_are_spelled_in_the_names():
-    grid = StudyGrid(strategies=("span",), rates=(0.3,), rate_ends=(None, 0.15), corruptions=("bert", "mask-only"))
-    # rate end before corruption: none, none, 0.15, 0.15
+def test_rates_and_corruptions_are_spelled_in_the_names():
+    grid = StudyGrid(strategies=("span",), rates=(0.3, 0.15), corruptions=("bert", "mask-only"))
+    # rate before corruption
     assert names(grid.cells(0)) == [
-        "span-0.3-bert-seed0", "span-0.3-mask-only-seed0", "span-0.3to0.15-bert-seed0", "span-0.3to0.15-mask-only-seed0",
+        "span-0.3-bert-seed0", "span-0.3-mask-only-seed0", "span-0.15-bert-seed0", "span-0.15-mask-only-seed0",
     ]  # fmt: skip
 
 
-def test_the_objective_is_an_axis_only_when_it_crosses_more_than_the_masked_lm():
-    assert "objective" not in StudyGrid(strategies=("token",), rates=(0.15,)).cells(0)[0].coordinates
+def test_the_objective_is_named_only_when_it_is_not_the_masked_lm_and_may_grow():
+    alone = StudyGrid(strategies=("token",), rates=(0.15,)).cells(0)
+    assert alone[0].coordinates["objective"] == "mlm"
+    # the same coordinates, so the same identity: a resumed study may add rtd and keep its masked-LM cells
+    crossed = StudyGrid(strategies=("token",), rates=(0.15,), objectives=("mlm", "rtd")).cells(0)
+    assert crossed[0] == alone[0] and crossed[1].name == "rtd-token-0.15-bert-seed0"
     both = StudyGrid(strategies=("token", "span"), rates=(0.15,), objectives=("mlm", "rtd")).cells(0)
     # the objective is the slowest axis
     assert names(both) == [
@@ -74,11 +80,9 @@ def test_the_objective_is_an_axis_only_when_it_crosses_more_than_the_masked_lm()
 
 def test_points_name_a_grid_point_for_every_seed():
     assert point({"strategy": None, "seed": 3}) == "baseline"
-    assert point({"strategy": "span", "rate": 0.3, "rate_end": 0.15, "corruption": "bert"}) == "span-0.3to0.15-bert"
-    assert point({"objective": "rtd", "strategy": "pmi", "rate": 0.15, "rate_end": None, "corruption": "mask-only"}) == (
-        "rtd-pmi-0.15-mask-only"
-    )
-    assert point({"objective": "mlm", "strategy": "pmi", "rate": 0.15, "rate_end": None, "corruption": "bert"}) == "pmi-0.15-bert"
+    assert point({"strategy": "span", "rate": 0.3, "corruption": "bert"}) == "span-0.3-bert"
+    assert point({"objective": "rtd", "strategy": "pmi", "rate": 0.15, "corruption": "mask-only"}) == ("rtd-pmi-0.15-mask-only")
+    assert point({"objective": "mlm", "strategy": "pmi", "rate": 0.15, "corruption": "bert"}) == "pmi-0.15-bert"
 
 
 def test_strategies_none_pre_trains_nothing():
@@ -104,8 +108,6 @@ def test_baseline_cells_one_per_seed():
         ({"rates": (0.0,)}, "rates"),
         ({"rates": (1.5,)}, "rates"),
         ({"rates": (0.15, 0.15)}, "rates"),
-        ({"rate_ends": (2.0,)}, "rate ends"),
-        ({"rate_ends": (None, None)}, "rate ends"),
         ({"corruptions": ("x",)}, "corruptions"),
         ({"corruptions": ("bert", "bert")}, "corruptions"),
         ({"objectives": ("x",)}, "objectives"),
@@ -127,7 +129,7 @@ def test_the_refusal_names_the_value():
 
 def test_to_dict_is_json_ready():
     assert StudyGrid(strategies=("span",), rates=(0.3,)).to_dict() == {
-        "strategies": ["span"], "rates": [0.3], "rate_ends": [None], "corruptions": ["bert"], "pretrain_seeds": 1,
+        "strategies": ["span"], "rates": [0.3], "corruptions": ["bert"], "pretrain_seeds": 1,
         "objectives": ["mlm"],
     }  # fmt: skip
 
@@ -220,17 +222,17 @@ def test_each_model_is_followed_by_its_fine_tunings():
 
 
 def test_a_fine_tuning_carries_its_source_coordinates():
-    sources = StudyGrid(strategies=("span",), rates=(0.3,), rate_ends=(0.15,), pretrain_seeds=2).cells(7)
+    sources = StudyGrid(strategies=("span",), rates=(0.3,), pretrain_seeds=2).cells(7)
     cells = Downstream(finetune=("builtin",), label_budgets=(300,), finetune_seeds=1).cells(sources, 2)
     assert names(cells) == [
-        "span-0.3to0.15-bert-seed7", "span-0.3to0.15-bert-seed7/fraction-1/size-300/augment-0/tune-seed-2",
-        "span-0.3to0.15-bert-seed8", "span-0.3to0.15-bert-seed8/fraction-1/size-300/augment-0/tune-seed-2",
+        "span-0.3-bert-seed7", "span-0.3-bert-seed7/fraction-1/size-300/augment-0/tune-seed-2",
+        "span-0.3-bert-seed8", "span-0.3-bert-seed8/fraction-1/size-300/augment-0/tune-seed-2",
     ]  # fmt: skip
     # the fine-tuning's own seed replaces the source's, which becomes pretrain_seed
     assert cells[3].coordinates == {
-        "strategy": "span", "rate": 0.3, "rate_end": 0.15, "corruption": "bert", "role": "finetune",
-        "point": "span-0.3to0.15-bert", "pretrain_seed": 8, "source": "span-0.3to0.15-bert-seed8",
-        "source_folder": "cells/span-0.3to0.15-bert-seed8", "size": "300", "seed": 2, "augment": "0", "fraction": 1.0,
+        "objective": "mlm", "strategy": "span", "rate": 0.3, "corruption": "bert", "role": "finetune",
+        "point": "span-0.3-bert", "pretrain_seed": 8, "source": "span-0.3-bert-seed8",
+        "source_folder": "cells/span-0.3-bert-seed8", "size": "300", "seed": 2, "augment": "0", "fraction": 1.0,
     }  # fmt: skip
 
 
@@ -245,10 +247,9 @@ def test_a_baseline_fine_tuning():
 
 def test_fine_tunings_read_what_their_source_reads():
     terms = Cell("terms-0.15-bert-seed0", "cells/terms-0.15-bert-seed0",
-                 {"strategy": "terms", "rate": 0.15, "rate_end": None, "corruption": "bert", "seed": 0},
-                 inputs={"terms": "abc123"})  # fmt: skip
+                 {"strategy": "terms", "rate": 0.15, "corruption": "bert", "seed": 0, "terms": "abc123"})  # fmt: skip
     cells = Downstream(finetune=("builtin",), finetune_seeds=2).cells([terms], 0)
-    assert [dict(c.inputs) for c in cells] == [{"terms": "abc123"}] * 3
+    assert [c.coordinates["terms"] for c in cells] == ["abc123"] * 3
 
 
 BASE = pretrain_config({"lr": 0.001, "max_tokens": 5000, "span_geometric_p": 0.3, "batch_size": 4, "eval_blocks": 16})
@@ -260,13 +261,12 @@ def changed(cell) -> dict:
     return {k: (base[k], mine[k]) for k in base if base[k] != mine[k]}
 
 
-def test_a_cell_changes_only_its_masking_rate_schedule_seed_and_output():
-    c = StudyGrid(strategies=("span",), rates=(0.3,), rate_ends=(0.15,), corruptions=("mask-only",)).cells(4)[0].coordinates
+def test_a_cell_changes_only_its_masking_seed_and_output():
+    c = StudyGrid(strategies=("span",), rates=(0.3,), corruptions=("mask-only",)).cells(4)[0].coordinates
     cell = cell_config(BASE, c, Path("out/cells/x/pretrain"), resume=False, terms=None)
     assert changed(cell) == {
         "strategy": ("token", "span"),
         "mlm_probability": (0.15, 0.3),
-        "mlm_probability_end": (None, 0.15),
         "mask_replace_prob": (0.8, 1.0),  # mask-only: every target [MASK]
         "random_replace_prob": (0.1, 0.0),
         "seed": (0, 4),

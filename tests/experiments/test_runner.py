@@ -58,7 +58,7 @@ class Stand:
     def load(self) -> None:
         return None
 
-    def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: Any, resume: bool) -> dict[str, Any]:
+    def run_cell(self, cell: Cell, folder: Path, reporter: Any, *, loaded: Any) -> dict[str, Any]:
         if cell.name == self.fail:
             raise ValueError("bad input")
         for name in cell.after:  # what it starts from is there
@@ -79,7 +79,7 @@ class Stand:
 def run(study: Stand, output: Path, *, resume: bool = False) -> dict[str, Any]:
     check_folder(output, study, resume=resume)
     write_record(output, study)
-    run_cells(study, output, QuietReporter(), jobs=1, resume=resume)
+    run_cells(study, output, QuietReporter(), jobs=1)
     return json.loads((output / RECORD).read_text())
 
 

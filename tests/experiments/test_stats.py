@@ -146,7 +146,7 @@ def test_each_point_against_the_baseline_at_the_same_seeds():
         ["100"],
         ["clean", "typo-0.1"],
     )
-    assert summary["points"][TOKEN] == {"objective": None, "strategy": "token", "rate": 0.15, "rate_end": None,
+    assert summary["points"][TOKEN] == {"objective": "mlm", "strategy": "token", "rate": 0.15,
                                         "corruption": "bert"}  # fmt: skip
     # token - baseline, seed by seed: 0.02, 0.03, 0.04 -> mean 0.03, sd 0.01, [0.0052, 0.0548]
     token = row(summary["against_baseline"], TOKEN)

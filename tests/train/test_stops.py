@@ -145,7 +145,7 @@ def signalling_at(step_to_signal, checkpoint=None):
 
 
 def test_a_signal_during_the_final_evaluation_stops_the_run_at_a_checkpoint(tmp_path):
-    # after the last step no step checks for a signal: it must not be dropped (a sweep would go on to its next cell)
+    # after the last step no step checks for a signal: it must not be dropped (a study would go on to its next cell)
     whole = train(settings(tmp_path / "whole", save_every=100), lambda checkpoint, shard: nan_job(()))
     cut, before = settings(tmp_path / "cut", save_every=100), signal.getsignal(signal.SIGTERM)
     with pytest.raises(Interrupted, match=r"SIGTERM at step 6: checkpoint saved in .*step-6; continue with --resume"):

@@ -1,6 +1,6 @@
 """The grid of a study: its axes, the cells they cross into, what each cell is called and trains with.
 
-Pre-training cells cross objective x strategy x rate x rate end x corruption x seed (:class:`StudyGrid`);
+Pre-training cells cross objective x strategy x rate x corruption x seed (:class:`StudyGrid`);
 every model is fine-tuned at label budget x seed x augmentation x pre-training fraction (:class:`Downstream`).
 ``token-0.15-bert-seed0`` runs in ``cells/token-0.15-bert-seed0``, its fine-tunings in
 ``…/tune/fraction-1/size-100/augment-0/seed-0``. No torch here.
@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,7 +23,7 @@ from tokenmask.settings import check, setting
 
 CORRUPTIONS: dict[str, tuple[float, float]] = {"bert": (0.8, 0.1), "mask-only": (1.0, 0.0)}  # (mask, random) shares
 GRID_KEYS = (
-    "strategy", "mlm_probability", "mlm_probability_end", "mask_replace_prob", "random_replace_prob", "eval_masking",
+    "strategy", "mlm_probability", "mask_replace_prob", "random_replace_prob", "eval_masking",
     "objective", "output", "resume", "overwrite", "snapshots",
 )  # fmt: skip
 """The pre-training settings each cell sets itself: a ``--pretrain-config`` file's values for them are not used."""
@@ -36,13 +36,12 @@ Coordinates = Mapping[str, Any]  # a cell's place in the grid, JSON-ready: {"str
 
 @dataclass(frozen=True)
 class Cell:
-    """One run, in ``folder`` under OUTPUT, after the cells it needs; ``inputs``: fingerprints of files it reads (terms)."""
+    """One run, in ``folder`` under OUTPUT, after the cells whose models it starts from."""
 
     name: str
     folder: str
     coordinates: Coordinates
     after: tuple[str, ...] = ()
-    inputs: Mapping[str, str] = field(default_factory=dict)
 
 
 def cross(axes: Sequence[tuple[str, Sequence[Any]]], spell: Callable[[Coordinates], tuple[str, str]]) -> list[Cell]:
@@ -59,9 +58,8 @@ def check_axis(name: str, values: Sequence[Any], good: Callable[[Any], bool], al
     """Refuse an empty axis, a value not ``good``, or a value given twice: ``rates must be in (0, 1]; got 2.0``."""
     if not values:
         raise ValueError(f"the grid is empty: give at least one value for {name}")
-    for value in values:
-        if not good(value):
-            raise ValueError(f"{name} must be {allowed}; got {value!r}")
+    if bad := [value for value in values if not good(value)]:
+        raise ValueError(f"{name} must be {allowed}; got {bad[0]!r}")
     if len(set(values)) != len(values):
         raise ValueError(f"{name}: each value once, please; got {', '.join(map(str, values))}")
 
@@ -77,9 +75,6 @@ class StudyGrid:
         "pre-training, only the starting model is fine-tuned",
     )
     rates: tuple[float, ...] = setting((0.15, 0.3), separator=",", help="comma-separated masking rates")
-    rate_ends: tuple[float | None, ...] = setting(
-        (None,), separator=",", help="comma-separated rate-schedule ends: none = constant, a number = linearly to it"
-    )
     corruptions: tuple[str, ...] = setting(
         ("bert",), separator=",", help="comma-separated: bert (80/10/10), mask-only (every target [MASK])"
     )
@@ -99,20 +94,17 @@ class StudyGrid:
             raise ValueError(f"--strategies: '{NONE}' stands alone; got {','.join(self.strategies)}")
         check_axis("rates", self.rates, lambda r: 0.0 < r <= 1.0, "in (0, 1]")
         check_axis("corruptions", self.corruptions, lambda c: c in CORRUPTIONS, f"one of {', '.join(CORRUPTIONS)}")
-        check_axis("rate ends", self.rate_ends, lambda r: r is None or 0.0 < r <= 1.0, "'none' or in (0, 1]")
 
     def seed_list(self, first: int) -> tuple[int, ...]:
         return tuple(range(first, first + self.pretrain_seeds))
 
     def cells(self, first_seed: int) -> list[Cell]:
-        """Every pre-training cell, strategy by strategy, then rate, rate end, corruption and seed;
-        the objective is an axis only when the grid crosses more than the masked LM."""
+        """Every pre-training cell, objective by objective, then strategy, rate, corruption and seed
+        (every axis a coordinate, even of one value, so that a resumed study may grow any of them)."""
         if self.strategies == (NONE,):
             return []
-        objective = [("objective", self.objectives)] if self.objectives != ("mlm",) else []
-        axes = [*objective, ("strategy", self.strategies), ("rate", self.rates), ("rate_end", self.rate_ends),
-                ("corruption", self.corruptions), ("seed", self.seed_list(first_seed))]  # fmt: skip
-        return cross(axes, _source_names)
+        axes = [("objective", self.objectives), ("strategy", self.strategies), ("rate", self.rates)]
+        return cross([*axes, ("corruption", self.corruptions), ("seed", self.seed_list(first_seed))], _source_names)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
@@ -127,9 +119,8 @@ def point(c: Coordinates) -> str:
     """The grid point, the same for every seed: ``span-0.3-bert``, ``rtd-span-0.3to0.15-bert`` or ``baseline``."""
     if c["strategy"] is None:
         return BASELINE
-    end = f"to{c['rate_end']:g}" if c.get("rate_end") is not None else ""
     objective = "rtd-" if c.get("objective") == "rtd" else ""
-    return f"{objective}{c['strategy']}-{c['rate']:g}{end}-{c['corruption']}"
+    return f"{objective}{c['strategy']}-{c['rate']:g}-{c['corruption']}"
 
 
 def _source_names(c: Coordinates) -> tuple[str, str]:
@@ -217,8 +208,7 @@ class Downstream:
             origin |= {"role": FINETUNE, "point": point(source.coordinates), "pretrain_seed": source.coordinates["seed"],
                        "source": source.name, "source_folder": source.folder}  # fmt: skip
             tuned = cross(axes, functools.partial(_tune_names, source))
-            cells += [source, *(replace(c, coordinates={**origin, **c.coordinates}, after=(source.name,),
-                                        inputs=source.inputs) for c in tuned)]  # fmt: skip
+            cells += [source, *(replace(c, coordinates={**origin, **c.coordinates}, after=(source.name,)) for c in tuned)]
         return cells
 
 
@@ -234,7 +224,7 @@ def _tune_names(source: Cell, c: Coordinates) -> tuple[str, str]:
 
 
 def cell_config(base: PretrainConfig, c: Coordinates, output: Path, *, resume: bool, terms: str | None) -> PretrainConfig:
-    """``base`` with a pre-training cell's objective, masking, rate schedule, seed and output,
+    """``base`` with a pre-training cell's objective, masking, seed and output,
     scored on the common masks; a terms cell masks whole words with ``terms`` (a file) first."""
     own, kept = ("whole_word", terms) if c["strategy"] == TERMS else (c["strategy"], base.masking.units.mask_terms)
     units = replace(base.masking.units, strategy=cast(Strategy, own), mask_terms=kept)
@@ -243,7 +233,7 @@ def cell_config(base: PretrainConfig, c: Coordinates, output: Path, *, resume: b
     corruption = replace(base.masking.corruption, mask_replace_prob=mask, random_replace_prob=random)
     masking = replace(base.masking, units=units, selection=selection, corruption=corruption)
     loop = replace(base.loop, output=str(output), seed=c["seed"], resume=resume, overwrite=False)
-    cell = replace(base, masking=masking, mlm_probability_end=c["rate_end"], eval_masking="common", loop=loop)
+    cell = replace(base, masking=masking, eval_masking="common", loop=loop)
     if c.get("objective") == "rtd":
         return replace(cell, objective="rtd")
     return replace(cell, objective="mlm", **DETECTION_SETTINGS)  # type: ignore[arg-type]

@@ -28,8 +28,11 @@ table { border-collapse: collapse; margin: 0.8rem 0; font-variant-numeric: tabul
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; } th { background: #f3f3f3; }
 td:first-child, th:first-child { text-align: left; } caption { text-align: left; font-weight: 600; } img { max-width: 100%; }"""
 _WORDS = {"accuracy": "accuracy", "macro_f1": "macro-F1", "span_f1": "span-F1"}
-_TITLES = {"augmentation": "[MASK] augmentation against none", "masking": "each strategy against token masking at the same rate",
-           "objective": "replaced-token detection against the masked LM with the same masking"}  # fmt: skip
+_TITLES = {
+    "augmentation": "[MASK] augmentation against none",
+    "masking": "each strategy against token masking at the same rate",
+    "objective": "replaced-token detection against the masked LM with the same masking",
+}
 
 
 def spread(values: Sequence[float]) -> str:
@@ -52,20 +55,27 @@ def verdict(row: Mapping[str, Any]) -> str:
     return "reference" if row["against"] is None and row["fraction"] == 0.0 else "no pair"
 
 
-def budget_table(summary: Mapping[str, Any], size: str, set_name: str = CLEAN) -> tuple[list[str], list[list[str]]]:
-    """One label budget on one set, against the baseline: a line per (point, fraction, augmentation),
-    every metric's mean ± sd, the primary metric's paired difference and verdict."""
+def headline_rows(summary: Mapping[str, Any], size: str, metric: str | None = None) -> list[Mapping[str, Any]]:
+    """A label budget's rows on the clean set: each model against the starting model at the same augmentation,
+    and the starting model at an augmentation against itself without (what ``--strategies none`` asks)."""
+    augmented = {(r["size"], r["set"], r["metric"], r["point"], r["fraction"], r["augment"]): r for r in summary["augmentation"]}
+    rows = [r for r in summary["against_baseline"] if r["size"] == size and r["set"] == CLEAN]
+    rows = [augmented.get((r["size"], r["set"], r["metric"], r["point"], r["fraction"], r["augment"]), r) for r in rows]
+    return [r for r in rows if metric in (None, r["metric"])]
+
+
+def budget_table(summary: Mapping[str, Any], size: str) -> tuple[list[str], list[list[str]]]:
+    """One label budget: a line per (point, fraction, augmentation) with every metric's mean ± sd, and the
+    primary metric's paired difference and verdict against what :func:`headline_rows` pairs it with."""
     metrics, primary = summary["metrics"], summary["primary"]
-    rows = [r for r in summary["against_baseline"] if r["size"] == size and r["set"] == set_name]
-    columns = ["point", "fraction", "augment", "pre-training tokens", "runs", *(f"{_WORDS[m]} mean ± sd" for m in metrics),
-               f"Δ {_WORDS[primary]} (points, 95% CI)", "verdict"]  # fmt: skip
-    lines = []
+    columns = ["point", "fraction", "augment", "pre-training tokens", "runs", *(f"{_WORDS[m]} mean ± sd" for m in metrics)]
+    columns += ["against", f"Δ {_WORDS[primary]} (points, 95% CI)", "verdict"]
+    rows, lines = headline_rows(summary, size), []
     for where in dict.fromkeys((r["point"], r["fraction"], r["augment"]) for r in rows):
-        by_metric = {r["metric"]: r for r in rows if (r["point"], r["fraction"], r["augment"]) == where}
-        main = by_metric[primary]
-        lines.append([where[0], f"{where[1]:g}", where[2], f"{main['pretrain_tokens']:,.0f}", str(len(main["values"])),
-                      *(spread(by_metric[m]["values"]) if m in by_metric else "-" for m in metrics), delta(main),
-                      verdict(main)])  # fmt: skip
+        found = {r["metric"]: r for r in rows if (r["point"], r["fraction"], r["augment"]) == where}
+        main, spreads = found[primary], [spread(found[m]["values"]) if m in found else "-" for m in metrics]
+        numbers = [f"{main['pretrain_tokens']:,.0f}", str(len(main["values"])), *spreads]
+        lines.append([where[0], f"{where[1]:g}", where[2], *numbers, against(main), delta(main), verdict(main)])
     return columns, lines
 
 
@@ -73,20 +83,32 @@ def comparison_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list
     """Rows of one comparison (primary metric): the clean set first, then the corrupted ones."""
     columns = ["labels", "set", "point", "fraction", "augment", "against", "mean ± sd", "Δ (points, 95% CI)", "verdict"]
     ordered = sorted(rows, key=lambda r: (r["set"] != CLEAN, r["set"], size_order(r["size"])))
-    against = [
-        " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in (r["against"] or {}).values()) or "-" for r in ordered
+    return columns, [
+        [
+            r["size"],
+            r["set"],
+            r["point"],
+            f"{r['fraction']:g}",
+            r["augment"],
+            against(r),
+            spread(r["values"]),
+            delta(r),
+            verdict(r),
+        ]
+        for r in ordered
     ]
-    return columns, [[r["size"], r["set"], r["point"], f"{r['fraction']:g}", r["augment"], a, spread(r["values"]), delta(r),
-                      verdict(r)] for r, a in zip(ordered, against)]  # fmt: skip
+
+
+def against(row: Mapping[str, Any]) -> str:
+    """What a row is compared with: ``"baseline / 0 / 0"`` (point / fraction / augmentation), ``"-"`` for nothing."""
+    return " / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in (row["against"] or {}).values()) or "-"
 
 
 def budget_line(summary: Mapping[str, Any], size: str) -> str:
     """The one sentence per label budget: ``"100 labels: 1 better, 2 no measurable difference (macro-F1, clean set)."``"""
-    rows = [r for r in summary["against_baseline"]
-            if r["size"] == size and r["set"] == CLEAN and r["metric"] == summary["primary"] and r["against"]]  # fmt: skip
-    counts = ", ".join(f"{n} {word}" for word, n in Counter(r["paired"]["verdict"] for r in rows if r["paired"]).items())
-    counts = counts or "no pair yet"
-    return f"{size} labels: {counts} against the starting model ({_WORDS[summary['primary']]}, clean set)."
+    judged = [r["paired"]["verdict"] for r in headline_rows(summary, size, summary["primary"]) if r["paired"]]
+    counts = ", ".join(f"{n} {word}" for word, n in Counter(judged).items()) or "no pair yet"
+    return f"{size} labels: {counts} ({_WORDS[summary['primary']]}, clean set)."
 
 
 def pretraining_table(study: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -122,19 +144,16 @@ def plot_curves(study: Mapping[str, Any], path: Path) -> Path:
 
 
 def plot_downstream(summary: Mapping[str, Any], path: Path) -> Path:
-    """The primary metric (mean ± sd) against pre-training tokens, clean set, the first augmentation: a panel per label budget."""
+    """The primary metric (mean ± sd) against pre-training tokens, clean set, first augmentation: a panel per label budget."""
     panels = []
     for size in summary["sizes"]:
-        rows = [
-            r
-            for r in summary["against_baseline"]
-            if r["size"] == size and r["set"] == CLEAN and r["metric"] == summary["primary"]
-        ]
+        rows = [r for r in summary["against_baseline"] if (r["size"], r["set"], r["metric"]) == (size, CLEAN, summary["primary"])]
         rows = [r for r in rows if r["augment"] == min(a["augment"] for a in rows)]  # "0" before "0.1" before "adaptive-…"
-        base = [(r["pretrain_tokens"], r["mean"], r["sd"]) for r in rows if r["fraction"] == 0.0]
-        lines = {p: base + [(r["pretrain_tokens"], r["mean"], r["sd"]) for r in sorted(rows, key=lambda r: r["fraction"])
-                            if r["point"] == p and r["fraction"] > 0] for p in dict.fromkeys(r["point"] for r in rows)}  # fmt: skip
-        panels.append((f"{size} labels", lines))
+        start = [(r["pretrain_tokens"], r["mean"], r["sd"]) for r in rows if r["fraction"] == 0.0]  # the baseline, at 0
+        points = {r["point"]: list(start) for r in rows}
+        for r in sorted((r for r in rows if r["fraction"] > 0), key=lambda r: r["fraction"]):
+            points[r["point"]].append((r["pretrain_tokens"], r["mean"], r["sd"]))
+        panels.append((f"{size} labels", points))
     return _plot(panels, "pre-training tokens", _WORDS[summary["primary"]], path)
 
 
@@ -181,8 +200,7 @@ def study_page(study: Mapping[str, Any], folder: Path) -> str:
         parts += ["<h2>Pre-training</h2>", _note(f"Every cell scored on the same fixed masks: {evaluation.get('masking')} at "
                   f"{evaluation.get('mlm_probability')} on {evaluation.get('blocks')} validation blocks."),
                   _table(*pretraining_table(study)), _figure(plot_curves(study, folder / CURVES_PLOT))]  # fmt: skip
-    settings = json.dumps(study["plan"], indent=1)
-    parts += ["<h2>Plan</h2>", f"<pre>{html.escape(settings)}</pre>"]
+    parts += ["<h2>Plan</h2>", f"<pre>{html.escape(json.dumps(study['plan'], indent=1))}</pre>"]
     body = "\n".join(parts)
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Study</title>\n<style>{_STYLE}</style>\n'
             f"</head>\n<body>\n<h1>Which masking pays: a study</h1>\n{body}\n</body>\n</html>\n")  # fmt: skip
@@ -206,5 +224,4 @@ def _figure(png: Path) -> str:
 def write_study_report(folder: str | Path) -> Path:
     """Write ``folder/report.html`` (and its plots) from ``folder/study.json`` alone; returns the page's path."""
     folder = Path(folder)
-    study = json.loads((folder / RECORD).read_text(encoding="utf-8"))
-    return write_text(folder / REPORT_FILE, study_page(study, folder))
+    return write_text(folder / REPORT_FILE, study_page(json.loads((folder / RECORD).read_text(encoding="utf-8")), folder))

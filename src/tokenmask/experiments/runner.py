@@ -39,7 +39,7 @@ class Study(Protocol):
     def plan(self) -> dict[str, Any]: ...
     def cells(self) -> list[Cell]: ...
     def load(self) -> Any: ...
-    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: Any, resume: bool) -> dict[str, Any]: ...
+    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: Any) -> dict[str, Any]: ...
     def guess_minutes(self, cell: Cell) -> float: ...
     def finished_line(self, result: Mapping[str, Any]) -> str: ...
     def summary(self, cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]: ...
@@ -59,8 +59,8 @@ def shared_plan(plan: Mapping[str, Any], growing: Sequence[Sequence[str]]) -> di
 
 def identity(shared: Mapping[str, Any], cell: Cell) -> str:
     """What a finished cell's marker carries: the digest of the plan's ``shared`` part (:func:`shared_plan`),
-    its coordinates and inputs. It holds while they do, so a resumed study may grow an axis and keep its cells."""
-    found = {"plan": shared, "cell": dict(cell.coordinates), "inputs": dict(cell.inputs)}
+    and its coordinates. It holds while they do, so a resumed study may grow an axis and keep its cells."""
+    found = {"plan": shared, "cell": dict(cell.coordinates)}
     return hashlib.sha256(json.dumps(found, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
@@ -69,10 +69,12 @@ def plan_differences(saved: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
     parts = []
     for section in dict.fromkeys([*saved, *plan]):
         old, new = saved.get(section), plan.get(section)
-        if old != new:
-            both = isinstance(old, Mapping) and isinstance(new, Mapping)
-            keys = sorted(k for k in {**old, **new} if old.get(k) != new.get(k)) if both else []  # type: ignore[union-attr, dict-item]
-            parts.append(f"{section} ({', '.join(keys)})" if keys else section)
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            parts += (
+                [f"{section} ({', '.join(sorted(k for k in {**old, **new} if old.get(k) != new.get(k)))})"] if old != new else []
+            )
+        elif old != new:
+            parts.append(section)
     return ", ".join(parts)
 
 
@@ -134,29 +136,27 @@ def cell_lock(folder: Path) -> Iterator[bool]:
         except BlockingIOError:
             yield False
             return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield True  # closing the file lets the lock go
 
 
-def run_cells(study: Study, output: Path, reporter: Reporter, *, jobs: int, resume: bool) -> None:
-    """Run every cell not finished yet: in this process, or in ``jobs`` processes of their own.
+def run_cells(study: Study, output: Path, reporter: Reporter, *, jobs: int) -> None:
+    """Run every cell not finished yet, in this process or in ``jobs`` processes of their own; a cell
+    left unfinished (stopped, killed) continues from its newest checkpoint.
 
     Raises:
         ValueError: a cell failed (its message; the other processes finish their cells first).
-        Interrupted: SIGINT or SIGTERM (a cell stopped while training saved a checkpoint).
+        Interrupted: SIGINT or SIGTERM, or a process of ``jobs`` ended by a signal, before every cell finished.
+        RuntimeError: a process of ``jobs`` ended on an error of its own (shown above).
     """
     for cell in study.cells():
         (output / cell.folder / ERROR).unlink(missing_ok=True)  # a resumed study tries failed cells again
     loaded = study.load()  # bad input fails here, once, before any cell
     reporter.message(forecast(output, study, jobs=jobs))
     if jobs == 1:
-        work(study, output, reporter, loaded=loaded, resume=resume, jobs=1)
-        return
+        return work(study, output, reporter, loaded=loaded, jobs=1)
     context = multiprocessing.get_context("spawn")  # no forked torch threads
     stop = context.Event()
-    processes = [context.Process(target=_process, args=(study, output, resume, jobs, stop)) for _ in range(jobs)]
+    processes = [context.Process(target=_process, args=(study, output, jobs, stop)) for _ in range(jobs)]
     with StopSignals() as signals:  # noted here; the cells' own loops stop at a checkpoint
         for process in processes:
             process.start()
@@ -167,17 +167,18 @@ def run_cells(study: Study, output: Path, reporter: Reporter, *, jobs: int, resu
     errors = [path.read_text(encoding="utf-8") for c in study.cells() if (path := output / c.folder / ERROR).exists()]
     if errors:
         raise ValueError(errors[0])
-    stopped = [p.exitcode - 128 for p in processes if p.exitcode and p.exitcode > 128]
-    if signals.received is not None or stopped:
-        raise Interrupted(signals.received or stopped[0])
-    if crashed := [p.exitcode for p in processes if p.exitcode]:  # not bad input (error.txt) nor a signal: a bug
-        raise RuntimeError(f"a process of the study ended with exit code {crashed[0]}: its error is above")
+    if len(finished(output, study, study.cells())) == len(study.cells()):
+        return
+    codes = [code for p in processes if (code := p.exitcode or 0)]
+    signalled = [-code if code < 0 else code - 128 for code in codes if code < 0 or code > 128]
+    if signals.received is not None or signalled:
+        raise Interrupted(signals.received or signalled[0])
+    raise RuntimeError(f"a process of the study ended with exit code {codes[0] if codes else 0}: its error is above")
 
 
 def work(
-    study: Study, output: Path, reporter: Reporter, *, loaded: Any, resume: bool, jobs: int,
-    stop: Callable[[], bool] | None = None,
-) -> None:  # fmt: skip
+    study: Study, output: Path, reporter: Reporter, *, loaded: Any, jobs: int, stop: Callable[[], bool] | None = None
+) -> None:
     """Claim and run cells until none is left that this process can run; with ``jobs`` > 1, a locked
     cell is another process's of the study (wait for it rather than refuse)."""
     cells = study.cells()
@@ -198,7 +199,7 @@ def work(
                     if not mine or (output / cell.folder / MARKER).exists():
                         continue
                     reporter.message(f"{label[cell.name]}: started")
-                    result = _run_one(study, cell, output, reporter, loaded=loaded, resume=resume)
+                    result = _run_one(study, cell, output, reporter, loaded=loaded)
                 write_record(output, study)
                 reporter.message(f"{label[cell.name]}: {study.finished_line(result)}; {forecast(output, study, jobs=jobs)}")
                 break
@@ -206,19 +207,21 @@ def work(
                 time.sleep(1.0)  # every ready cell is another process's: wait for one to finish
 
 
-def _run_one(study: Study, cell: Cell, output: Path, reporter: Reporter, *, loaded: Any, resume: bool) -> dict[str, Any]:
-    """Run ``cell`` and write its marker last; a failure leaves ``error.txt`` instead."""
+def _run_one(study: Study, cell: Cell, output: Path, reporter: Reporter, *, loaded: Any) -> dict[str, Any]:
+    """Run ``cell`` and write its marker last; bad input leaves ``error.txt`` instead."""
     folder, began = output / cell.folder, time.perf_counter()
     try:
-        result = study.run_cell(cell, folder, _Relay(reporter), loaded=loaded, resume=resume)
+        result = study.run_cell(cell, folder, _Relay(reporter), loaded=loaded)
+        minutes = (time.perf_counter() - began) / 60
+        identified = {
+            "minutes": minutes,
+            "status": "finished",
+            "identity": identity(shared_plan(study.plan(), study.growing), cell),
+        }
+        write_json(folder / MARKER, result := {"name": cell.name, "folder": cell.folder, **result, **identified})
     except (ValueError, OSError) as error:
         (folder / ERROR).write_text(f"cell {cell.name}: {error}", encoding="utf-8")
         raise
-    minutes = (time.perf_counter() - began) / 60
-    shared = shared_plan(study.plan(), study.growing)
-    result = {"name": cell.name, "folder": cell.folder, **result, "minutes": minutes, "status": "finished",
-              "identity": identity(shared, cell)}  # fmt: skip
-    write_json(folder / MARKER, result)
     return result
 
 
@@ -253,16 +256,16 @@ class _Relay:
             self.reporter.step(step, total, loss, tokens_per_s)
 
 
-def _process(study: Study, output: Path, resume: bool, jobs: int, stop: Any) -> None:
+def _process(study: Study, output: Path, jobs: int, stop: Any) -> None:
     """Another process of ``--jobs``: works until no cell is left, the main process stops, or it is gone."""
     import torch
 
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
     parent = os.getppid()
     try:
-        work(study, output, _Relay(None), loaded=study.load(), resume=resume, jobs=jobs,
-             stop=lambda: stop.is_set() or os.getppid() != parent)  # fmt: skip
+        work(study, output, _Relay(None), loaded=study.load(), jobs=jobs, stop=lambda: stop.is_set() or os.getppid() != parent)
     except Interrupted as stopped:
         sys.exit(stopped.exit_code)
-    except (ValueError, OSError):
-        sys.exit(2)  # its error.txt says why
+    except (ValueError, OSError) as error:
+        print(f"tokenmask study: {error}", file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -28,7 +28,7 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 
 
 def t_quantile_975(df: int) -> float:
-    """Tabled up to 30 degrees of freedom, beyond by the Cornish–Fisher expansion (error below 1e-3): ``t_quantile_975(4) -> 2.776``."""
+    """Tabled up to 30 degrees of freedom, beyond by the Cornish–Fisher expansion (error below 1e-3): ``4 -> 2.776``."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1; got {df}")
     if df <= len(_T975):
@@ -87,18 +87,18 @@ def summarize(cells: Sequence[Mapping[str, Any]], *, metrics: Sequence[str]) -> 
     """The study's fine-tuned numbers from every cell of the record (pending ones say which baselines exist).
 
     Keys: ``metrics``, ``primary`` (the last metric), ``sizes`` (smallest first), ``sets`` (clean
-    first), ``points`` (point -> its objective, strategy, rate, rate end, corruption), and a list of
+    first), ``points`` (point -> its objective, strategy, rate, corruption), and a list of
     rows per comparison, each row one (size, set, metric, point, fraction, augment) with ``values``,
     ``mean``, ``sd``, ``pretrain_tokens``, ``runs``, ``against`` (the group compared with) and
     ``paired`` (:meth:`Paired.to_dict`, None without shared seeds):
 
     - ``against_baseline``: the starting model fine-tuned at the same augmentation and seeds;
     - ``augmentation``: the same model without augmentation;
-    - ``masking``: token masking at the same objective, rate, rate end and corruption;
+    - ``masking``: token masking at the same objective, rate and corruption;
     - ``objective``: replaced-token detection against the masked LM of the same masking.
     """
     tuning = [c for c in cells if c.get("role") == "finetune"]
-    points = {c["point"]: {k: c.get(k) for k in ("objective", "strategy", "rate", "rate_end", "corruption")} for c in tuning}
+    points = {c["point"]: {k: c.get(k) for k in ("objective", "strategy", "rate", "corruption")} for c in tuning}
     by_size: dict[str, dict[Group, Runs]] = {}
     for cell in (c for c in tuning if c.get("status") != "pending"):
         group = (str(cell["point"]), float(cell["fraction"]), str(cell["augment"]))

@@ -37,12 +37,11 @@ from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import QuietReporter, Reporter
 
 FINETUNE_STEPS, DEFAULT_CELL_TOKENS, BEST_MODEL = 150, 1_000_000, "best-model"
-"""Each fine-tuning's and each pre-training cell's budget when its settings give none (the default grid: about 30
-minutes on 2 cores); OUTPUT/best-model, with ``--keep-best``."""
+"""Budgets when the recipes' settings give none (the default grid: about 30 min on 2 cores); --keep-best's folder."""
 OFFERED = ("corpus", "init", "revision", "max_tokens")  # the pre-training settings a study takes as flags too
-PER_TUNING = ("model", "output", "seed", "augment_rate", "augment_adaptive", "resume", "overwrite", "data", "eval_data")
+PER_TUNING = ("model", "output", "augment_rate", "augment_adaptive", "resume", "overwrite", "data", "eval_data")
 """The fine-tuning settings the study sets for each cell: a ``--finetune-config`` file's values for them are not used."""
-GROWING = (*(("grid", axis) for axis in ("strategies", "rates", "rate_ends", "corruptions", "pretrain_seeds", "objectives")),
+GROWING = (*(("grid", axis) for axis in ("strategies", "rates", "corruptions", "pretrain_seeds", "objectives")),
            *(("finetune", axis) for axis in ("label_budgets", "seeds", "augment_rates")), ("terms",))  # fmt: skip
 """The axes a resumed study may grow. Not the pre-training fractions: each cell saves the snapshots it was planned with."""
 
@@ -56,10 +55,10 @@ class StudyConfig:
     grid: StudyGrid = setting(factory=StudyGrid, help="the grid")
     downstream: Downstream = setting(factory=Downstream, help="fine-tuning every model on labelled data")
     base: PretrainConfig = setting(
-        factory=lambda: PretrainConfig(loop=LoopConfig(max_tokens=DEFAULT_CELL_TOKENS)),
-        help="pre-training",
-        only=OFFERED,
-    )
+        factory=lambda: PretrainConfig(loop=LoopConfig(max_tokens=DEFAULT_CELL_TOKENS)), help="pre-training", only=OFFERED,
+        reword={"init": "the checkpoint every cell starts from, the baseline: a folder, minilm or a Hub id ORG/NAME",
+                "max_tokens": "training tokens of each pre-training cell (the default when its settings give no limit)"},
+    )  # fmt: skip
     tuning: FinetuneConfig = setting(
         factory=lambda: FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=FINETUNE_STEPS)), help="fine-tuning", only=()
     )
@@ -87,8 +86,6 @@ class StudyConfig:
             raise ValueError(f"--terms-file {self.terms_file}: no such file")
         if self.terms_file is not None and TERMS not in self.grid.strategies:
             raise ValueError(f"--terms-file is what the '{TERMS}' cells mask first: add {TERMS} to --strategies")
-        if TERMS in self.grid.strategies and self.base.masking.units.mask_terms is not None:
-            raise ValueError("mask_terms applies to every cell: give the terms cells' file with --terms-file instead")
         if "rtd" in self.grid.objectives:
             try:
                 replace(self.base, objective="rtd")  # the checks an rtd cell's config will meet, before anything runs
@@ -138,10 +135,6 @@ class StudyRun:
     config: StudyConfig
     growing: tuple[tuple[str, ...], ...] = GROWING
 
-    @property
-    def output(self) -> Path:
-        return Path(self.config.output)
-
     def plan(self) -> dict[str, Any]:
         """What the study trains, JSON-ready: a resumed study must have the same, but for its growing axes."""
         config = self.config
@@ -162,8 +155,9 @@ class StudyRun:
         """The grid's cells; with fine-tuning, the baseline first (one per seed for a model built from
         scratch, one for ``init``), each model followed by its fine-tunings."""
         config, first = self.config, self.config.base.loop.seed
-        terms = {"terms": _fingerprint(config.terms_file) or ""}
-        sources = [replace(c, inputs=terms) if c.coordinates["strategy"] == TERMS else c for c in config.grid.cells(first)]
+        terms = {"terms": _fingerprint(config.terms_file)}  # in the terms cells' identity, and their fine-tunings'
+        sources = [replace(c, coordinates={**c.coordinates, **terms}) if c.coordinates["strategy"] == TERMS else c
+                   for c in config.grid.cells(first)]  # fmt: skip
         if not config.downstream.enabled:
             return sources
         seeds = config.grid.seed_list(first)
@@ -192,43 +186,48 @@ class StudyRun:
         available = len(data.full.train)
         for budget in self.config.downstream.label_budgets:
             if budget is not None and budget > available:
-                raise ValueError(
-                    f"--label-budgets {budget} is more than the {available:,} training examples: give at most {available:,}, or all"
-                )
+                raise ValueError(f"--label-budgets {budget} is more than the {available:,} training examples: give fewer, or all")
         return data
 
-    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: Any, resume: bool) -> dict[str, Any]:
-        """Pre-train a cell, save the baseline's model, or fine-tune one model; returns its result."""
-        from tokenmask.experiments.tuning import baseline_model
+    def run_cell(self, cell: Cell, folder: Path, reporter: Reporter, *, loaded: Any) -> dict[str, Any]:
+        """Pre-train a cell, save the baseline's model, or fine-tune one model, from its checkpoint if it
+        has one (a folder only this study writes to, under its plan); returns its result."""
         from tokenmask.recipes.pretrain import pretrain
 
         c, config = dict(cell.coordinates), self.config
         if c.get("role") == FINETUNE:
-            return self._finetune(c, folder, reporter, loaded, resume=resume)
+            return self._finetune(c, folder, reporter, loaded)
         if c["strategy"] is None:
-            baseline_model(config.base, c["seed"], folder / "untrained")
+            self._start(c["seed"], folder / "untrained")
             return {"role": "baseline", **c}
-        run = cell_config(config.base, c, folder / "pretrain", resume=resume, terms=config.terms_file)
+        run = cell_config(config.base, c, folder / "pretrain", resume=True, terms=config.terms_file)
         trained = pretrain(replace(run, loop=replace(run.loop, snapshots=config.snapshots)), reporter)
         return {"role": "pretrain", **c, **_pretrain_result(folder / "pretrain", trained.steps, trained.tokens)}
 
-    def _finetune(self, c: dict[str, Any], folder: Path, reporter: Reporter, data: Any, *, resume: bool) -> dict[str, Any]:
-        from tokenmask.experiments.tuning import baseline_model, source_model, tune_and_score
+    def _finetune(self, c: dict[str, Any], folder: Path, reporter: Reporter, data: Any) -> dict[str, Any]:
+        from tokenmask.experiments.tuning import source_model, tune_and_score
 
         base = self.config.base
         if c["fraction"] == 0.0:
-            model, tokens = baseline_model(base, c["pretrain_seed"], self.output / c["source_folder"] / "untrained"), 0
+            model, tokens = self._start(c["pretrain_seed"], Path(self.config.output, c["source_folder"], "untrained")), 0
         else:
-            model, tokens = source_model(self.output, c)
+            model, tokens = source_model(Path(self.config.output), c)
         hub = base.hub if model == base.init else replace(base.hub, revision=None)  # --init at the pinned commit
         rate, adaptive = augment_arm(c["augment"])
         tuning = self.tuning()
-        run = replace(tuning, loop=replace(tuning.loop, output=str(folder), seed=c["seed"], resume=resume), model=model,
+        run = replace(tuning, loop=replace(tuning.loop, output=str(folder), seed=c["seed"], resume=True), model=model,
                       hub=hub, augment_rate=rate, augment_adaptive=adaptive)  # fmt: skip
         size = None if c["size"] == "all" else int(c["size"])
         corruptions = self.config.downstream.robustness(self.tuning().task)
         scored = tune_and_score(run, data, reporter, size=size, corruptions=corruptions, keep_checkpoints=self.config.keep_models)
         return {**c, "pretrain_tokens": tokens, **scored}
+
+    def _start(self, seed: int, folder: Path) -> str:
+        """The model the study starts from: ``init``, or the untrained preset model of the cells of ``seed``."""
+        from tokenmask.recipes.pretrain import save_untrained_model
+
+        base = self.config.base
+        return base.init or str(save_untrained_model(replace(base, loop=replace(base.loop, seed=seed)), folder))
 
     def guess_minutes(self, cell: Cell) -> float:
         """A rough guess at 2-core CPU speeds of the presets (the runner scales it by the finished cells)."""
@@ -274,19 +273,30 @@ def run_study(config: StudyConfig, reporter: Reporter = QuietReporter()) -> dict
 
         check_detector_start(start)
     output = Path(config.output)
-    fresh = check_folder(output, StudyRun(config), resume=config.resume) is None
+    record = check_folder(output, StudyRun(config), resume=config.resume)
     if TERMS in config.grid.strategies:
         config = replace(config, terms_file=_terms(config, reporter))
     study = StudyRun(config)
+    terms = (record["plan"].get("terms") if record else None, study.plan().get("terms"))
+    if None not in terms and terms[0] != terms[1]:  # the terms cells' identities would refuse it later, unnamed
+        raise ValueError(f"--resume: the terms cells of {output} selected other terms: give their --terms-file again")
     reporter.message(f"study: {len(study.cells())} cells in {output}")
     write_record(output, study)
-    write_settings(output / SETTINGS, {k: v for k, v in flatten(config).items() if k != "resume"})
+    recipes = {
+        "pretrain_config": (output / "pretrain.yaml", config.base),
+        "finetune_config": (output / "finetune.yaml", config.tuning),
+    }
+    for path, recipe in recipes.values():  # the replay reads its own copies: the files given may change or move
+        write_settings(path, flatten(recipe))
+    replay = {k: v for k, v in flatten(config).items() if k != "resume"} | {k: str(p.resolve()) for k, (p, _) in recipes.items()}
+    write_settings(output / SETTINGS, replay)
     try:
-        run_cells(study, output, reporter, jobs=config.jobs, resume=config.resume)
+        run_cells(study, output, reporter, jobs=config.jobs)
     except (ValueError, OSError):
-        if fresh and not finished(output, study, study.cells()):  # bad input: the corrected command needs no --resume
-            for name in (RECORD, SETTINGS):
+        if record is None and not finished(output, study, study.cells()):  # bad input: the next try starts afresh
+            for name in (RECORD, SETTINGS, "pretrain.yaml", "finetune.yaml"):
                 (output / name).unlink(missing_ok=True)
+            shutil.rmtree(output / "cells", ignore_errors=True)
         raise
     record = write_record(output, study)
     if record["complete"] and config.downstream.enabled:

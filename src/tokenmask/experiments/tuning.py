@@ -17,7 +17,7 @@ from tokenmask.labelled.align import FinetuneData, encode_texts_with_labels
 from tokenmask.labelled.examples import LabelledText, SideCounts
 from tokenmask.labelled.robustness import Corruption, corrupt_texts
 from tokenmask.labelled.subsets import stratified_sample
-from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
+from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.train.job import Reporter
 
 
@@ -26,8 +26,7 @@ class TuningData:
     """Every example encoded once, and the raw ones the samples and corrupted sets are drawn from."""
 
     full: FinetuneData
-    strata: list[str]
-    """The label of each training example (``classify``); one stratum for ``tokens``."""
+    strata: list[str]  # the label of each training example (classify); one stratum for tokens
     train_raw: list[Any]
     validation_raw: list[Any]
     tokenizer: Any
@@ -52,8 +51,7 @@ class TuningData:
             examples = [LabelledText(t, e.label) for t, e in zip(texts, raw)]
             side = encode_texts_with_labels(examples, self.tokenizer, self.full.labels, max_length=self.full.max_length,
                                             side="validation")  # fmt: skip
-            first = len(self.full.train)
-            ided: list[Any] = [{**e, "id": first + i} for i, e in enumerate(side.examples)]
+            ided: list[Any] = [{**e, "id": len(self.full.train) + i} for i, e in enumerate(side.examples)]
             self.corrupted[key] = validation_batches(ided, self.tokenizer, self.batch_size)
         return self.corrupted[key]
 
@@ -92,7 +90,8 @@ def tune_and_score(
         for name in (BEST_FOLDER, CHECKPOINTS):
             shutil.rmtree(Path(run.loop.output) / name, ignore_errors=True)
     return {
-        "examples": len(subset.train), "steps": result.steps, "seconds": result.seconds, "divergence_warnings": len(result.warnings),
+        "examples": len(subset.train), "steps": result.steps, "seconds": result.seconds,
+        "divergence_warnings": len(result.warnings),
         "scores": {name: {m: float(found[m]) for m in SCORED[run.task]} for name, found in scores.items()},
     }  # fmt: skip
 
@@ -109,23 +108,3 @@ def source_model(output: Path, c: dict[str, Any]) -> tuple[str, int]:
     if not (model / "config.json").exists():
         raise ValueError(f"{model} is missing: the pre-training cell {c['source']} did not save it")
     return str(model), int(json.loads(notes.read_text(encoding="utf-8"))["tokens"]) if notes.exists() else 0
-
-
-def baseline_model(base: PretrainConfig, seed: int, folder: Path) -> str:
-    """The model the study starts from: ``base.init``, or a new ``preset`` model initialised as the
-    pre-training cells of ``seed`` are (saved once to ``folder`` with its tokenizer)."""
-    if base.init:
-        return base.init
-    if not (folder / "config.json").exists():
-        import torch
-
-        from tokenmask.train.checkpoint import save_model
-        from tokenmask.train.models import paired_tokenizer
-        from tokenmask.train.presets import build_model
-
-        tokenizer = paired_tokenizer(None, base.tokenizer, hub=base.hub)
-        torch.manual_seed(seed)  # as the loop seeds before it builds a cell's model: the same weights
-        model = build_model(base.preset, vocab_size=len(tokenizer), max_length=base.blocks.max_length,
-                            pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-        save_model(folder, model, tokenizer, card="")
-    return str(folder)

@@ -36,6 +36,7 @@ from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
 from tokenmask.text.tokenizer import tokenizer_commit
+from tokenmask.train.checkpoint import save_model
 from tokenmask.train.detector import ReplacedTokenDetector, detection_loss_sum, masked_lm
 from tokenmask.train.heads import head_support
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
@@ -104,6 +105,20 @@ def pin_revision(config: PretrainConfig) -> tuple[PretrainConfig, Checkpoint | N
     start = resolve_checkpoint(config.init, hub=config.hub) if config.init else None
     commit = start.commit if start is not None else tokenizer_commit(config.tokenizer, hub=config.hub)
     return (config if commit is None else replace(config, hub=replace(config.hub, revision=commit))), start
+
+
+def save_untrained_model(config: PretrainConfig, folder: Path) -> Path:
+    """The model a from-scratch run of ``config`` starts from, saved once to ``folder`` with its tokenizer:
+    the loop seeds torch with the run's seed before the job builds the model, so these are that run's
+    first weights (a study fine-tunes them as the baseline of a grid built from scratch)."""
+    if not (folder / "config.json").exists():
+        tokenizer = paired_tokenizer(None, config.tokenizer, hub=config.hub)
+        torch.manual_seed(config.loop.seed)
+        model = build_model(
+            config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
+        )
+        save_model(folder, model, tokenizer, card="")
+    return folder
 
 
 def demo_fill_mask(config: PretrainConfig, output: str | Path):
