@@ -153,7 +153,7 @@ class Downstream:
     label_budgets: tuple[int | None, ...] = setting(
         (None,), separator=",", none="all", help="training-set sizes, stratified and nested, e.g. 100,300,all"
     )
-    finetune_seeds: int = setting(3, help="fine-tuning runs per model and label budget (2 or more give intervals)", ge=1)
+    finetune_seeds: int = setting(3, help="fine-tunings of each model, budget and augmentation (2+ give intervals)", ge=1)
     augment_rates: tuple[str, ...] = setting(
         ("0",), separator=",", help="[MASK] augmentation while fine-tuning: rates, and adaptive-RATE (halved on divergence)"
     )

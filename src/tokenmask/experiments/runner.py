@@ -94,7 +94,7 @@ def check_folder(output: Path, study: Study, *, resume: bool) -> dict[str, Any] 
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         raise ValueError(f"{path} is not a study record: choose another --output") from None
     if form != FORMAT:
-        raise ValueError(f"{path} is of format {form or 1}, from an older tokenmask: rerun the study into a new --output")
+        raise ValueError(f"{path} is of format {form or 1}, from another tokenmask: rerun the study into a new --output")
     if differences := plan_differences(shared_plan(plan, study.growing), shared_plan(study.plan(), study.growing)):
         raise ValueError(f"--resume: {output} holds a study of another plan ({differences}): rerun it with its settings")
     return dict(record)
