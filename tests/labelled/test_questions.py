@@ -23,7 +23,10 @@ def test_squad_json_and_json_lines_give_the_same_questions(tmp_path):
     (tmp_path / "b.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     expected = Question("q1", "Who won?", CONTEXT, (Answer("Denver Broncos", 0),))
     assert read_questions(tmp_path / "a.json") == [expected]
-    assert read_questions(tmp_path / "b.jsonl") == [expected, Question("2", "Where?", CONTEXT, (Answer("Santa Clara", 49),))]
+    # records are named by where they are: the shared record reader's "path:line"
+    won, where = read_questions(tmp_path / "b.jsonl")
+    assert (won.id, where.id) == (f"{tmp_path / 'b.jsonl'}:1", f"{tmp_path / 'b.jsonl'}:2")
+    assert (won.question, won.answers, where.answers) == ("Who won?", expected.answers, (Answer("Santa Clara", 49),))
 
 
 @pytest.mark.parametrize(
@@ -46,10 +49,10 @@ def test_bad_files_are_refused_naming_the_question_and_the_field(tmp_path, conte
 def test_a_broken_json_lines_file_is_named(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"question": "x", "context": "y"}\n')
-    with pytest.raises(ValueError, match="bad.jsonl: line 1 has no 'answers'"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: no 'answers' column or field; there are: 'question', 'context' \(every"):
         read_questions(path)
     path.write_text("{not json\n")
-    with pytest.raises(ValueError, match="bad.jsonl: not valid JSON"):
+    with pytest.raises(ValueError, match="bad.jsonl:1: not valid JSON"):
         read_questions(path)
 
 

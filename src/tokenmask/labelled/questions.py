@@ -56,24 +56,28 @@ def squad_file(split: str) -> Path:
 
 
 def read_questions(path: str | Path) -> list[Question]:
-    """The questions of a SQuAD-format ``.json`` file (``data`` → ``paragraphs`` → ``qas``) or of a JSON
-    lines file (one ``{"question", "context", "answers"}`` per line, ``answers`` either
-    ``{"text": [...], "answer_start": [...]}`` as Hugging Face's ``squad`` or a list of
-    ``{"text", "answer_start"}``; ``id`` optional, the line number by default).
+    """The questions of a SQuAD-format ``.json`` file (one object: ``data`` → ``paragraphs`` → ``qas``), or
+    of any records :func:`~tokenmask.text.corpus.read_records` reads (JSON lines, CSV, Parquet, a
+    ``save_to_disk`` folder) with ``question``, ``context`` and ``answers``: ``{"text": [...],
+    "answer_start": [...]}`` as Hugging Face's ``squad`` or a list of ``{"text", "answer_start"}``. A
+    record's id is where it is (``"a.jsonl:3"``).
 
     Raises:
         ValueError: a file that cannot be read or parsed, a missing field, or an answer whose text is
             not at its ``answer_start``; the message names the file and the question.
     """
+    from tokenmask.text.corpus import read_records
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-        records = list(_squad(json.loads(text))) if path.suffix == ".json" else list(_lines(text))
+        nested = _squad_object(path)
+        columns = ("question", "context", "answers")
+        records = (
+            _squad(nested) if nested is not None else _rows(read_records([path], columns, hint="(every question needs them)"))
+        )
         questions = [_question(record, path) for record in records]
     except OSError as error:
         raise ValueError(f"{path}: cannot read it ({error.strerror or error})") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
     except _Missing as missing:
         raise ValueError(f"{path}: {missing}") from None
     if not questions:
@@ -102,14 +106,20 @@ def _squad(content: Any) -> Iterator[dict[str, Any]]:
                        "answers": _field(qa, "answers", where)}  # fmt: skip
 
 
-def _lines(text: str) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        where = f"line {number}"
-        yield {"id": str(record.get("id", number)) if isinstance(record, Mapping) else str(number),
-               **{key: _field(record, key, where) for key in ("question", "context", "answers")}}  # fmt: skip
+def _squad_object(path: Path) -> Any:
+    """The content of a ``.json`` file that is one JSON object (SQuAD's format), else None (records)."""
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:  # records, one per line: read_records says what is wrong with them
+        return None
+    return content if isinstance(content, Mapping) else None
+
+
+def _rows(records: Iterator[tuple[str, Mapping[str, Any]]]) -> Iterator[dict[str, Any]]:
+    for where, record in records:
+        yield {"id": where, **record}
 
 
 def _question(record: Mapping[str, Any], path: Path) -> Question:
