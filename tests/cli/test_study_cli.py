@@ -17,6 +17,7 @@ import yaml
 
 import tokenmask
 from tokenmask.cli.main import main
+from tokenmask.experiments.stats import Paired
 from tokenmask.experiments.study import study_config
 
 WORDS = {"good": ["great", "wonderful", "superb", "lovely"], "bad": ["awful", "dreadful", "boring", "weak"]}
@@ -154,7 +155,9 @@ def test_the_starting_model_alone_over_augmentation_values_keeps_the_best(tiny_m
     ]
     rows = [r for r in record["downstream"]["augmentation"] if r["metric"] == "macro_f1"]
     assert [(r["augment"], r["against"]["augment"], r["paired"]["n"]) for r in rows] == [("adaptive-0.1", "0", 2)]
-    assert rows[0]["paired"]["verdict"] in ("better", "worse", "no measurable difference", "too wide to tell")
+    f1 = {(c["augment"], c["seed"]): c["scores"]["clean"]["macro_f1"] for c in record["cells"] if c.get("scores")}
+    expected = Paired.of([f1["adaptive-0.1", seed] - f1["0", seed] for seed in (0, 1)])  # paired on the seed
+    assert (rows[0]["paired"]["mean"], rows[0]["paired"]["verdict"]) == (pytest.approx(expected.mean), expected.verdict)
     best = record["best"]
     assert (output / "best-model" / "config.json").exists() and best["metric"] == "macro_f1"
     assert best["value"] == max(c["scores"]["clean"]["macro_f1"] for c in record["cells"] if c.get("scores"))

@@ -151,7 +151,7 @@ def run_cells(study: Study, output: Path, reporter: Reporter, *, jobs: int) -> N
     for cell in study.cells():
         (output / cell.folder / ERROR).unlink(missing_ok=True)  # a resumed study tries failed cells again
     loaded = study.load()  # bad input fails here, once, before any cell
-    reporter.message(forecast(output, study, jobs=jobs))
+    reporter.message(forecast(study, write_record(output, study), jobs=jobs))
     if jobs == 1:
         return work(study, output, reporter, loaded=loaded, jobs=1)
     context = multiprocessing.get_context("spawn")  # no forked torch threads
@@ -200,8 +200,8 @@ def work(
                         continue
                     reporter.message(f"{label[cell.name]}: started")
                     result = _run_one(study, cell, output, reporter, loaded=loaded)
-                write_record(output, study)
-                reporter.message(f"{label[cell.name]}: {study.finished_line(result)}; {forecast(output, study, jobs=jobs)}")
+                record = write_record(output, study)  # the markers read once: the record, then the forecast from it
+                reporter.message(f"{label[cell.name]}: {study.finished_line(result)}; {forecast(study, record, jobs=jobs)}")
                 break
             else:
                 time.sleep(1.0)  # every ready cell is another process's: wait for one to finish
@@ -225,11 +225,10 @@ def _run_one(study: Study, cell: Cell, output: Path, reporter: Reporter, *, load
     return result
 
 
-def forecast(output: Path, study: Study, *, jobs: int = 1) -> str:
+def forecast(study: Study, record: Mapping[str, Any], *, jobs: int = 1) -> str:
     """How long the cells left will take: ``"35 cells left, about 1.8 h"``. Each cell's rough guess
-    from the settings, scaled by how the finished cells compared with theirs."""
-    cells = study.cells()
-    done = finished(output, study, cells)
+    from the settings, scaled by how the ``record``'s finished cells compared with theirs."""
+    cells, done = study.cells(), {c["name"]: c for c in record["cells"] if c.get("status") == "finished"}
     guessed = sum(study.guess_minutes(c) for c in cells if c.name in done)
     took = sum(float(r.get("minutes", 0.0)) for r in done.values())
     scale, rough = (took / guessed, "") if done and guessed > 0 else (1.0, " (a rough guess from the settings)")

@@ -218,7 +218,7 @@ class StudyRun:
         run = replace(tuning, loop=replace(tuning.loop, output=str(folder), seed=c["seed"], resume=True), model=model,
                       hub=hub, augment_rate=rate, augment_adaptive=adaptive)  # fmt: skip
         size = None if c["size"] == "all" else int(c["size"])
-        corruptions = self.config.downstream.robustness(self.tuning().task)
+        corruptions = self.config.downstream.robustness(tuning.task)
         scored = tune_and_score(run, data, reporter, size=size, corruptions=corruptions, keep_checkpoints=self.config.keep_models)
         return {**c, "pretrain_tokens": tokens, **scored}
 
