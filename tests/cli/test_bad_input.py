@@ -262,6 +262,30 @@ def unseen_label(tmp_path, model):
     return argv, "validation labels not seen in training: 'meh'; training labels: 'neg', 'pos'"
 
 
+def write_questions(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+QUESTION = {"question": "who won?", "context": "the king won the war.", "answers": {"text": ["the king"], "answer_start": [0]}}
+
+
+def answer_not_at_its_start(tmp_path, model):
+    moved = {**QUESTION, "answers": {"text": ["the king"], "answer_start": [4]}}
+    data = write_questions(tmp_path / "qa.jsonl", [QUESTION] * 6 + [moved])
+    return finetune(tmp_path, model, data, flags=("--task", "qa")), "qa.jsonl:7: the answer 'the king' is not at character 4"
+
+
+def question_without_a_context(tmp_path, model):
+    data = write_questions(tmp_path / "qa.jsonl", [QUESTION, {"question": "who?", "answers": []}])
+    return finetune(tmp_path, model, data, flags=("--task", "qa")), "qa.jsonl:2: no 'context'"
+
+
+def answer_by_a_model_without_a_question_answering_head(tmp_path, model):
+    argv = ["answer", str(model), "--question", "who won?", "--context", "the king won."]
+    return argv, "has no question-answering head: its spans would be random"
+
+
 FAILING: dict[str, Callable[[Path, Path], tuple[list[str], str]]] = {
     case.__name__: case
     for case in (
@@ -270,7 +294,8 @@ FAILING: dict[str, Callable[[Path, Path], tuple[list[str], str]]] = {
         tokenizer_without_mask, tokenizer_of_another_size, tokenizer_of_other_words, model_with_fewer_embeddings,
         init_folder_missing, length_over_the_positions, finetune_length_over_the_positions, unknown_preset,
         unknown_preset_in_a_config_file, unseen_label, corpus_smaller_than_one_batch, corpus_of_unknown_tokens_only,
-        validation_without_a_tagged_token,
+        validation_without_a_tagged_token, answer_not_at_its_start, question_without_a_context,
+        answer_by_a_model_without_a_question_answering_head,
     )
 }  # fmt: skip
 

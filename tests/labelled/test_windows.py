@@ -7,7 +7,7 @@ import pytest
 from tokenmask.labelled.questions import Answer, Question, read_questions, squad_file
 from tokenmask.labelled.windows import question_windows
 from tokenmask.use.answer_scores import answer_scores
-from tokenmask.use.answers import best_answers
+from tokenmask.use.answers import Answered, best_answers
 
 CONTEXT = "Denver Broncos defeated the Carolina Panthers in Santa Clara."
 WON = Question("q1", "Who won?", CONTEXT, (Answer("Denver Broncos", 0),))
@@ -44,8 +44,8 @@ def test_the_best_span_over_the_windows_within_the_length_and_the_context(bert_t
     # [CLS] (9 + 9) and "won" (end 8) are not in the context; 5..6 scores 6.0, 5..9 5.8, 5..10 5.5, 9..9 4.8;
     # one token at most: 9..9 (4.8) beats 5..5 and 6..6 (3.0)
     found = best_answers([window], [starts], [ends], {"q1": CONTEXT})
-    assert found == {"q1": ("Denver Broncos", 6.0)}
-    assert best_answers([window], [starts], [ends], {"q1": CONTEXT}, max_answer_length=1)["q1"][0] == "Carolina"
+    assert found == {"q1": Answered("Denver Broncos", CONTEXT.index("Denver"), 6.0)}
+    assert best_answers([window], [starts], [ends], {"q1": CONTEXT}, max_answer_length=1)["q1"].text == "Carolina"
     assert best_answers([window], [starts], [ends], {"q1": CONTEXT}, n_best=1) == {}  # only [CLS] offered: nothing
 
 
@@ -55,7 +55,7 @@ def test_one_hot_logits_at_the_labels_give_back_squad_dev_answers(bert_tokenizer
     assert len(windows) > len(questions)  # some contexts need several windows
     logits = [np.eye(len(w.input_ids))[[w.start, w.end]] for w in windows]  # the labels as the model's best guess
     found = best_answers(windows, [s for s, _ in logits], [e for _, e in logits], {q.id: q.context for q in questions})
-    answers = {q: text for q, (text, _) in found.items()}
+    answers = {q: answer.text for q, answer in found.items()}
     scores = answer_scores(answers, {q.id: [a.text for a in q.answers] for q in questions})
     # a miss only where the first answer is part of a word ("8" of "18", "gold" of "golden"): its tokens reach past it
     missed = [q for q in questions if answer_scores({q.id: answers[q.id]}, {q.id: [q.answers[0].text]})["exact_match"] < 100]

@@ -117,6 +117,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from tokenmask.cli.render import ProgressReporter
     from tokenmask.recipes.config import FinetuneConfig
     from tokenmask.recipes.finetune import BEST_FOLDER, CONFUSION_FILE, RESULTS_FILE, finetune
+    from tokenmask.use.classifier_scores import Evaluation
     from tokenmask.use.metrics import format_confusion
 
     config = _with_output(config_from(FinetuneConfig, args, config_file=_config_file(args)))
@@ -130,10 +131,12 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     print(
         f"best {result.metric} {result.best[result.metric]:.4f} at step {result.best_step} (model in {result.output}/{BEST_FOLDER})"
     )
-    print(f"confusion matrix (validation, step {result.final_step}):")
-    print(format_confusion(result.final.scores.confusion, result.labels))
+    if isinstance(result.final, Evaluation):
+        print(f"confusion matrix (validation, step {result.final_step}):")
+        print(format_confusion(result.final.scores.confusion, result.labels))
+    confusion = f" and {CONFUSION_FILE}" if isinstance(result.final, Evaluation) else ""
     print(
-        f"model in {result.output}/model; results in {result.output}/{RESULTS_FILE} and {CONFUSION_FILE}; "
+        f"model in {result.output}/model; results in {result.output}/{RESULTS_FILE}{confusion}; "
         f"metrics in {result.output}/metrics.jsonl and metrics.png"
     )
     return 0
@@ -186,6 +189,24 @@ def cmd_fill(args: argparse.Namespace) -> int:
     else:
         for number, per_mask in enumerate(predictions, start=1):
             print(f"mask {number}: " + ", ".join(f"{p['token']} ({p['score']:.3f})" for p in per_mask))
+    return 0
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    from tokenmask.use.answers import answer_question
+    from tokenmask.use.config import AnswerConfig
+
+    config = config_from(AnswerConfig, args)
+    found = answer_question(
+        config.model, config.question, config.context, max_length=config.max_length, stride=config.doc_stride, hub=config.hub
+    )
+    if _json(args):
+        answer = None if found is None else {"text": found.text, "start": found.start, "score": found.score}
+        print(json.dumps({"question": config.question, "answer": answer}, ensure_ascii=False, indent=2))
+    elif found is None:
+        print("no answer: no span of the context fits (a context of special tokens only?)")
+    else:
+        print(f"{found.text}  (characters {found.start}-{found.start + len(found.text)}, score {found.score:.2f})")
     return 0
 
 

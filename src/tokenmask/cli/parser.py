@@ -22,6 +22,7 @@ from tokenmask.experiments.study import StudyConfig
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
 from tokenmask.settings import leaves
 from tokenmask.use.config import (
+    AnswerConfig,
     AuditConfig,
     EmbedConfig,
     EvaluateConfig,
@@ -110,6 +111,13 @@ COMMANDS: tuple[Command, ...] = (
         FillConfig, (JsonOutput,), title="prediction",
     ),
     Command(
+        "answer", commands.cmd_answer, "the answer to a question in a context, by a question-answering checkpoint",
+        "Answer QUESTION from CONTEXT with a checkpoint fine-tuned by `finetune --task qa` (or any "
+        "AutoModelForQuestionAnswering): the best span over the context's windows, as the fine-tuning's evaluation "
+        "reads it (at most 30 tokens; score = start + end logit).",
+        AnswerConfig, (JsonOutput,), title="answer",
+    ),
+    Command(
         "embed", commands.cmd_embed, "sentence embeddings of a text file into a .npy matrix (one row per text)",
         "Embed each text with a checkpoint's encoder (the masked-LM head is not used): the mean of its last hidden "
         "states over the tokens that are neither special nor padding, scaled to unit length unless --no-normalize. "
@@ -125,12 +133,13 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "finetune", commands.cmd_finetune,
-        "fine-tune a classifier or token tagger (default: minilm on Rotten Tomatoes reviews, ~10 min on 2 cores)",
-        "Fine-tune a checkpoint (minilm, or OUTPUT/model of pretrain) to classify texts or tag words, optionally with "
-        "[MASK] augmentation that keeps the labels. Evaluates on held-out examples (split by --group-by when given), "
-        "keeps the best checkpoint in OUTPUT/best, warns when validation loss rises while training loss falls, and "
-        "writes OUTPUT/results.json and a confusion matrix. Without DATA, fine-tunes on the built-in Rotten Tomatoes "
-        "snippets (fresh / rotten), validated on held-out movies.",
+        "fine-tune a classifier, token tagger or question answerer (default: minilm on Rotten Tomatoes reviews, ~10 min on 2 cores)",
+        "Fine-tune a checkpoint (minilm, or OUTPUT/model of pretrain) to classify texts, tag words or answer questions "
+        "with a span of a context, optionally with [MASK] augmentation that keeps the labels. Evaluates on held-out "
+        "examples (split by --group-by when given), keeps the best checkpoint in OUTPUT/best, warns when validation "
+        "loss rises while training loss falls, and writes OUTPUT/results.json (and a classifier's confusion matrix). "
+        "Without DATA, fine-tunes on the built-in Rotten Tomatoes snippets (fresh / rotten), validated on held-out "
+        "movies; with --task qa, on SQuAD v1.1 (squad), validated on 1,000 of its dev questions.",
         FinetuneConfig, (ReplayFile,), title="fine-tuning",
     ),
     Command(

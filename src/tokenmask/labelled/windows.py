@@ -29,6 +29,15 @@ class Window:
     start: int
     end: int
 
+    def feature(self, example_id: int) -> dict[str, Any]:
+        """The window as a training example: ``labels`` ``[start, end]``, the answer's tokens protected
+        from augmentation (``protected_spans``, ``[start, end + 1)``), ``example_id`` keying its masks."""
+        feature: dict[str, Any] = {"input_ids": self.input_ids, "labels": [self.start, self.end], "id": example_id}
+        if self.token_type_ids is not None:
+            feature["token_type_ids"] = self.token_type_ids
+        feature["protected_spans"] = [[self.start, self.end + 1]] if self.start else []
+        return feature
+
 
 def question_windows(questions: Sequence[Question], tokenizer: Any, *, max_length: int = 384, stride: int = 128) -> list[Window]:
     """Every question's windows, in order (``max_length`` 384 and ``stride`` 128 as Hugging Face's ``run_qa.py``).

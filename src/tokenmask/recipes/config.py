@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from tokenmask.blocks.config import BlocksConfig
 from tokenmask.hub import HubConfig
-from tokenmask.labelled.examples import Task
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.settings import build, check, flatten, setting
 from tokenmask.text.config import ReadingConfig
@@ -195,7 +194,13 @@ def pretrain_config(settings: Mapping[str, Any]) -> PretrainConfig:
     return build(PretrainConfig, {**recipe, **settings})
 
 
-FINETUNE_METRICS = {"classify": ("macro_f1", "accuracy", "loss"), "tokens": ("span_f1", "accuracy", "macro_f1", "loss")}
+FinetuneTask = Literal["classify", "tokens", "qa"]
+
+FINETUNE_METRICS = {
+    "classify": ("macro_f1", "accuracy", "loss"),
+    "tokens": ("span_f1", "accuracy", "macro_f1", "loss"),
+    "qa": ("f1", "exact_match", "loss"),
+}
 """Metrics ``best_metric`` may name, per task; the first is the default. Loss is lower-better."""
 
 FINETUNE_LOOP = LoopConfig(batch_size=32, lr=1e-4, warmup=0.1, eval_every=150)
@@ -212,7 +217,9 @@ class FinetuneConfig:
 
     loop: LoopConfig = setting(factory=lambda: FINETUNE_LOOP, help="the training loop")
     data: tuple[str, ...] = setting(
-        (), positional=True, help="labelled files, folders or globs; none = the built-in Rotten Tomatoes snippets, split by movie"
+        (),
+        positional=True,
+        help="labelled files, folders or globs; none = the built-in Rotten Tomatoes snippets, split by movie (qa: squad)",
     )
     eval_data: tuple[str, ...] = setting(
         (), flag="eval", metavar="DATA", help="validation files (none = hold out a deterministic share of DATA)"
@@ -221,7 +228,11 @@ class FinetuneConfig:
         "minilm", help="checkpoint to fine-tune: a folder (e.g. OUTPUT/model of pretrain), minilm, or a Hub id ORG/NAME"
     )
     hub: HubConfig = setting(factory=HubConfig, help="the Hub")
-    task: Task = setting("classify", help="classify = one label per text; tokens = one tag per word (BIO, CoNLL or JSON lists)")
+    task: FinetuneTask = setting(
+        "classify",
+        help="classify = one label per text; tokens = one tag per word (BIO, CoNLL or JSON lists); "
+        "qa = the answer's span in a context (SQuAD JSON, or records with question, context, answers)",
+    )
     text_column: str | None = setting(
         None, help="column of the text (classify: default 'text') or of the word list (tokens: default 'tokens')"
     )
@@ -235,7 +246,11 @@ class FinetuneConfig:
         0.1, help="share of the examples (or groups) held out when no --eval is given", gt=0.0, lt=0.5
     )
     max_length: int = setting(
-        128, help="tokens per example at most, special tokens included; longer ones are cut (and counted)", ge=8
+        None, help="tokens per example at most, special tokens included; longer ones are cut and counted "
+        "(default 128; qa: 384, a longer context is cut into windows)", ge=8,
+    )  # fmt: skip
+    doc_stride: int = setting(
+        None, help="qa: tokens that consecutive windows of a long context share (default a third of max_length: 128)", ge=0
     )
     epochs: int | None = setting(None, help="stop after this many passes over the training examples", ge=1)
     patience: int = setting(
@@ -261,7 +276,13 @@ class FinetuneConfig:
         allowed = FINETUNE_METRICS[self.task]
         if self.best_metric is not None and self.best_metric not in allowed:
             raise ValueError(f"best_metric for task {self.task!r} must be one of {', '.join(allowed)}; got {self.best_metric!r}")
-        object.__setattr__(self, "loop", self.loop.with_default_limit(self.epochs))  # frozen: the one resolved default
+        object.__setattr__(self, "loop", self.loop.with_default_limit(self.epochs))  # frozen: the resolved defaults
+        if self.max_length is None:
+            object.__setattr__(self, "max_length", 384 if self.task == "qa" else 128)
+        if self.doc_stride is None:
+            object.__setattr__(self, "doc_stride", self.max_length // 3)
+        if self.task == "qa" and not 0 <= self.doc_stride < self.max_length // 2:
+            raise ValueError(f"doc_stride must be under half of max_length ({self.max_length}); got {self.doc_stride}")
 
     @property
     def metric(self) -> str:

@@ -1,22 +1,23 @@
-"""Fine-tuning: labelled examples -> a classification or token-labelling job for the training loop.
+"""Fine-tuning: labelled examples -> a classification, token-labelling or question-answering job for the training loop.
 
 The sibling of :mod:`tokenmask.recipes.pretrain`: same loop (:mod:`tokenmask.train.loop`),
-another job. The data are labelled examples batched by length
+another job. The data are labelled examples (or a question's windows:
+:mod:`tokenmask.recipes.answering`) batched by length
 (:class:`~tokenmask.labelled.sampler.LengthGroupedBatches`), optionally [MASK]-augmented with their
 labels kept (:class:`~tokenmask.collate.augment.MaskingAugmenter`, never at evaluation); the
-loss is cross-entropy on a new head (:mod:`tokenmask.train.classifier`). Around each
-evaluation this module keeps the best checkpoint (``OUTPUT/best``) and runs the divergence
-watch (:mod:`tokenmask.recipes.watch`), which may halve the augmentation rate. At the end it
-writes ``OUTPUT/results.json`` and ``OUTPUT/confusion.png``.
+loss is cross-entropy on a new head (:mod:`tokenmask.train.classifier`). A task enters as its
+:class:`TaskParts`. Around each evaluation this module keeps the best checkpoint (``OUTPUT/best``)
+and runs the divergence watch (:mod:`tokenmask.recipes.watch`), which may halve the augmentation
+rate. At the end it writes ``OUTPUT/results.json`` and, for classifiers, ``OUTPUT/confusion.png``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -26,21 +27,25 @@ from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.collate.stream import Shard
 from tokenmask.files import write_json
 from tokenmask.labelled.align import FinetuneData, LabelledExample
+from tokenmask.labelled.examples import LabelVocab
 from tokenmask.labelled.sampler import LengthGroupedBatches
 from tokenmask.masking.config import IGNORE_INDEX
+from tokenmask.recipes.answering import QuestionData, load_question_data
 from tokenmask.recipes.config import FinetuneConfig, resumed_hub
 from tokenmask.recipes.finetune_data import load_finetune_data
 from tokenmask.recipes.run_cards import FinetuneCards, tokens_at
 from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
 from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import load_state, save_model
-from tokenmask.train.classifier import classifier_loss_sum, load_classifier, load_classifier_tokenizer
+from tokenmask.train.classifier import Head, classifier_loss_sum, load_classifier, load_classifier_tokenizer, span_loss_sum
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import train
 from tokenmask.train.models import check_fits
 from tokenmask.train.names import Checkpoint, resolve_checkpoint
+from tokenmask.train.step import LossFunction
+from tokenmask.use.answers import evaluate_answers, window_batches
 from tokenmask.use.classifier_scores import Evaluation, evaluate_classifier
 from tokenmask.use.metrics import plot_confusion
 
@@ -54,7 +59,59 @@ _WATCH_FIELDS = ("train_loss", "divergence_streak", "divergence_warning", "augme
 """What :class:`_Tracker` adds to each evaluation's record (not metrics of the model)."""
 
 
-def loop_settings(config: FinetuneConfig, data: FinetuneData) -> LoopConfig:
+class Scored(Protocol):
+    """A task's evaluation: :class:`~tokenmask.use.classifier_scores.Evaluation` or
+    :class:`~tokenmask.use.answers.AnswerEvaluation`."""
+
+    def metrics(self) -> dict[str, float]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class TaskParts:
+    """What fine-tuning needs from its task, besides the loop.
+
+    Attributes:
+        train: the training examples: ``input_ids`` (and ``token_type_ids``), ``labels``, ``id``.
+        head: the head put on the encoder (:func:`~tokenmask.train.classifier.load_classifier`),
+            with ``labels`` to name for a classifier.
+        loss: ``(model, batch) -> summed loss``.
+        evaluate: ``model -> its evaluation`` on the held-out examples, never augmented.
+    """
+
+    train: Sequence[Mapping[str, Any]]
+    head: Head
+    labels: LabelVocab | None
+    loss: LossFunction
+    evaluate: Callable[[torch.nn.Module], Scored]
+
+
+def task_parts(data: FinetuneData | QuestionData, tokenizer: PreTrainedTokenizerBase, batch_size: int) -> TaskParts:
+    """The :class:`TaskParts` of ``data``'s task, its validation batches collated once.
+
+    Raises:
+        ValueError: no labelled validation example (every tagged word cut away).
+    """
+    if isinstance(data, QuestionData):
+        windows = data.validation_windows
+        batches = window_batches(windows, tokenizer, batch_size)
+        return TaskParts(
+            data.train, "qa", None, span_loss_sum, lambda model: evaluate_answers(model, windows, batches, data.validation)
+        )
+    if not any(np.any(np.asarray(e["labels"]) != IGNORE_INDEX) for e in data.validation):
+        raise ValueError(
+            "no labelled validation example to evaluate on: every tagged word lost its tokens (cut at --max-length?)"
+        )
+    validation = validation_batches(data.validation, tokenizer, batch_size)
+    task, labels = data.task, data.labels
+    return TaskParts(
+        data.train, task, labels, classifier_loss_sum,
+        lambda model: evaluate_classifier(model, validation, task=task, labels=labels),
+    )  # fmt: skip
+
+
+def loop_settings(config: FinetuneConfig, data: FinetuneData | QuestionData) -> LoopConfig:
     """``config.loop`` with ``epochs`` turned into ``max_steps`` (the smaller wins if both are given)."""
     loop = config.loop
     if config.epochs is None:
@@ -96,7 +153,7 @@ class _Tracker:
         self.previous_evaluation: int | None = None
         self.best: dict[str, float] = {}
         self.best_step: int | None = None
-        self.last: Evaluation | None = None
+        self.last: Scored | None = None
         self.last_step = 0
         self.warnings: list[dict[str, Any]] = []
 
@@ -149,7 +206,7 @@ class _Tracker:
 def _job(
     config: FinetuneConfig,
     start: Checkpoint,
-    data: FinetuneData,
+    parts: TaskParts,
     tokenizer: PreTrainedTokenizerBase,
     tracker: _Tracker,
     checkpoint: Path | None,
@@ -160,7 +217,7 @@ def _job(
     loop = config.loop
     output = Path(loop.output)
     # a resumed run loads its checkpoint: a local folder (no revision), with the same permission to run code
-    loaded = load_classifier(checkpoint or start, task=data.task, labels=data.labels, hub=replace(config.hub, revision=None))
+    loaded = load_classifier(checkpoint or start, task=parts.head, labels=parts.labels, hub=replace(config.hub, revision=None))
     check_fits(loaded.model, vocab_size=len(tokenizer), max_length=config.max_length, name=str(checkpoint or config.model))
     if checkpoint is None:
         for note in loaded.notes:
@@ -168,14 +225,13 @@ def _job(
     else:
         tracker.replay(read_metrics(output), int(load_state(checkpoint)["step"]))
     augmenter = MaskingAugmenter(tokenizer, rate=tracker.rate, strategy=config.augment_strategy, seed=loop.seed)
-    validation = validation_batches(data.validation, tokenizer, loop.batch_size)
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:
         augmenter.set_rate(tracker.rate)  # the divergence watch may have lowered it
         return {"augment_rate": tracker.rate} if config.augment_rate else {}
 
     def evaluate(model: torch.nn.Module, step: int, horizon: int | None) -> dict[str, Any]:
-        evaluation = evaluate_classifier(model, validation, task=data.task, labels=data.labels)
+        evaluation = parts.evaluate(model)
         tracker.last, tracker.last_step = evaluation, step
         records = read_metrics(output)
         fields = tracker.observe(step, evaluation.metrics(), records)
@@ -193,22 +249,22 @@ def _job(
     return Job(
         model=loaded.model.train(),
         tokenizer=tokenizer,
-        batches=_training_batches(data, augmenter, loop.batch_size, loop.seed, shard),
+        batches=_training_batches(parts.train, augmenter, loop.batch_size, loop.seed, shard),
         evaluate=evaluate,
-        loss=classifier_loss_sum,
+        loss=parts.loss,
         before_step=before_step,
         card=final_card,
     )
 
 
 def _training_batches(
-    data: FinetuneData, augmenter: MaskingAugmenter, batch_size: int, seed: int, shard: Shard
+    train: Sequence[Mapping[str, Any]], augmenter: MaskingAugmenter, batch_size: int, seed: int, shard: Shard
 ) -> Callable[[int, int | None], Iterator[dict[str, Any]]]:
     """``(skip, horizon) -> this process's augmented micro-batches forever``, length-grouped, epoch
     after epoch (the same whatever the horizon)."""
-    lengths = [len(e["input_ids"]) for e in data.train]
+    lengths = [len(e["input_ids"]) for e in train]
     sampler = LengthGroupedBatches(lengths, batch_size * shard.world, seed=seed)  # global batches
-    per_epoch = global_batches_per_epoch(len(data.train), batch_size, shard.world)
+    per_epoch = global_batches_per_epoch(len(train), batch_size, shard.world)
 
     def epoch_batches() -> list[list[int]]:
         """This process's part of each global batch (near-equal contiguous parts; a last batch
@@ -222,7 +278,7 @@ def _training_batches(
             sampler.set_epoch(epoch)
             augmenter.set_epoch(epoch)
             for indices in epoch_batches()[offset:]:
-                yield augmenter([data.train[i] for i in indices])
+                yield augmenter([train[i] for i in indices])
             epoch, offset = epoch + 1, 0
 
     return batches
@@ -245,7 +301,8 @@ class FinetuneResult:
     """What a fine-tuning run gave.
 
     Attributes:
-        output: the run folder (``model``, ``best``, ``results.json``, ``confusion.png``…).
+        output: the run folder (``model``, ``best``, ``results.json``, a classifier's ``confusion.png``…).
+        labels: a classifier's labels; none for question answering.
         final: the last evaluation (of the model in ``OUTPUT/model``), at ``final_step``.
         best: the metrics of the best evaluation by ``metric`` (the model in ``OUTPUT/best``).
         warnings: divergence-watch firings: ``{"step", "evaluations"[, "augment_rate": [old, new]]}``.
@@ -257,7 +314,7 @@ class FinetuneResult:
     steps: int
     seconds: float
     metric: str
-    final: Evaluation
+    final: Scored
     final_step: int
     best: dict[str, float]
     best_step: int
@@ -303,20 +360,25 @@ def describe(config: FinetuneConfig) -> str:
 
 
 def finetune(
-    config: FinetuneConfig, reporter: Reporter = QuietReporter(), *, data: FinetuneData | None = None, command: str | None = None
+    config: FinetuneConfig,
+    reporter: Reporter = QuietReporter(),
+    *,
+    data: FinetuneData | QuestionData | None = None,
+    command: str | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``config.model`` on labelled data; the model ends in ``config.loop.output``/model.
 
     Evaluates at the start, every ``eval_every`` steps and at the end; keeps the best model by
     ``config.metric`` in ``OUTPUT/best``; writes ``OUTPUT/results.json`` (final and best
-    metrics, labels, divergence warnings, config) and ``OUTPUT/confusion.png``. With
+    metrics, labels, divergence warnings, config) and a classifier's ``OUTPUT/confusion.png``. With
     ``config.loop.resume``, continues from the newest checkpoint as if never interrupted.
 
     Args:
         config: the run's settings.
         reporter: where progress and warnings go.
-        data: encoded examples (from :func:`load_finetune_data` with this model's tokenizer);
-            None reads them from ``config``. Several runs on the same data can share them.
+        data: encoded examples (from :func:`load_finetune_data`, or :func:`load_question_data` for
+            ``qa``, with this model's tokenizer); None reads them from ``config``. Several runs on
+            the same data can share them.
         command: the command line, as typed, for the model cards of OUTPUT/model and
             OUTPUT/best; None says the run came from the Python API.
 
@@ -327,18 +389,15 @@ def finetune(
     config, start = pin_revision(config)
     tokenizer = load_classifier_tokenizer(start)
     if data is None:
-        data = load_finetune_data(config, tokenizer)
+        data = load_question_data(config, tokenizer) if config.task == "qa" else load_finetune_data(config, tokenizer)
     reporter.message(describe(config))
     reporter.message(data.describe())
-    if not any(np.any(np.asarray(e["labels"]) != IGNORE_INDEX) for e in data.validation):
-        raise ValueError(
-            "no labelled validation example to evaluate on: every tagged word lost its tokens (cut at --max-length?)"
-        )
+    parts = task_parts(data, tokenizer, config.loop.batch_size)
     tracker, card = _Tracker(config), FinetuneCards(config, data, command)
 
     def build(checkpoint: Path | None, shard: Shard) -> Job:
         return _job(
-            config, start, data, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter(), card
+            config, start, parts, tokenizer, tracker, checkpoint, shard, reporter if shard.is_main else QuietReporter(), card
         )
 
     trained = train(loop_settings(config, data), build, reporter, settings=flatten(config))
@@ -348,7 +407,7 @@ def finetune(
     result = FinetuneResult(
         output=trained.output,
         task=data.task,
-        labels=data.labels.labels,
+        labels=data.labels.labels if isinstance(data, FinetuneData) else (),
         steps=trained.steps,
         seconds=trained.seconds,
         metric=config.metric,
@@ -365,8 +424,10 @@ def finetune(
 
 
 def _write_results(result: FinetuneResult, config: FinetuneConfig) -> None:
-    """``OUTPUT/results.json`` (the result and the resolved settings) and ``OUTPUT/confusion.png``, each atomically."""
+    """``OUTPUT/results.json`` (the result and the resolved settings) and a classifier's ``OUTPUT/confusion.png``, each atomically."""
     output = Path(result.output)
     write_json(output / RESULTS_FILE, {**result.to_dict(), "config": flatten(config)})
+    if not isinstance(result.final, Evaluation):
+        return
     title = f"validation, step {result.final_step}"
     plot_confusion(result.final.scores.confusion, result.labels, output / CONFUSION_FILE, title=title)

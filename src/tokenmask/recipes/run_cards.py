@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tokenmask.labelled.align import FinetuneData
+from tokenmask.recipes.answering import QuestionData
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
 from tokenmask.recipes.pretrain_data import PretrainData
-from tokenmask.train.card import model_card
+from tokenmask.train.card import PipelineTag, model_card
 from tokenmask.train.job import TrainResult
 from tokenmask.train.presets import PRESETS
 
@@ -94,7 +95,11 @@ def _at(revision: str | None) -> str:
 
 _COMMON = ", token-level 80/10/10 as for every run on this data (own-masking scores: own_*)"
 
-_HEADS = {"classify": "classification", "tokens": "token-tagging"}
+_HEADS: dict[str, tuple[str, PipelineTag]] = {
+    "classify": ("classification", "text-classification"),
+    "tokens": ("token-tagging", "token-classification"),
+    "qa": ("question-answering", "question-answering"),
+}
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,7 @@ class FinetuneCards:
     """Writes the model cards of a fine-tuning run: OUTPUT/model (the final model) and OUTPUT/best."""
 
     config: FinetuneConfig
-    data: FinetuneData
+    data: FinetuneData | QuestionData
     command: str | None
 
     def final(self, steps: int, tokens: int, metrics: dict[str, float]) -> str:
@@ -117,14 +122,22 @@ class FinetuneCards:
 
     def _text(self, folder: Path, steps: int, tokens: int, metrics: dict[str, float], when: str) -> str:
         config, data = self.config, self.data
-        given = ", ".join(config.data) if config.data else "the built-in Rotten Tomatoes snippets (split by movie)"
-        labels = ", ".join(data.labels.labels[:20]) + (", …" if len(data.labels) > 20 else "")
+        if isinstance(data, QuestionData):
+            head, tag = _HEADS["qa"]
+            described = (
+                f"{data.source}: {data.train_questions:,} training questions ({len(data.train):,} windows of "
+                f"{data.max_length} tokens) and {len(data.validation):,} validation questions"
+            )
+            held = f"{len(data.validation):,} validation questions (exact match and F1 as SQuAD v1.1 defines them, in percent)"
+        else:
+            (head, tag), held = _HEADS[data.task], f"{len(data.validation):,} validation examples"
+            given = ", ".join(config.data) if config.data else "the built-in Rotten Tomatoes snippets (split by movie)"
+            labels = ", ".join(data.labels.labels[:20]) + (", …" if len(data.labels) > 20 else "")
+            described = f"{given}: {len(data.train):,} training and {len(data.validation):,} validation examples; labels {labels}"
         return model_card(
-            pipeline_tag="text-classification" if data.task == "classify" else "token-classification",
-            command=self.command, start=f"the checkpoint {config.model}{_at(config.hub.revision)}, with a new {_HEADS[data.task]} head",
-            data=f"{given}: {len(data.train):,} training and {len(data.validation):,} validation examples; labels {labels}",
-            steps=steps, tokens=tokens, metrics=metrics,
-            evaluation=f"{when}, on the {len(data.validation):,} validation examples",
+            pipeline_tag=tag, command=self.command,
+            start=f"the checkpoint {config.model}{_at(config.hub.revision)}, with a new {head} head",
+            data=described, steps=steps, tokens=tokens, metrics=metrics, evaluation=f"{when}, on the {held}",
             path=str(folder), base_model=config.model, from_hub=config.hub.revision is not None,
         )  # fmt: skip
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-PipelineTag = Literal["fill-mask", "text-classification", "token-classification", "feature-extraction"]
+PipelineTag = Literal["fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction"]
 
 AUTO_CLASSES: dict[str, str] = {
     "fill-mask": "AutoModelForMaskedLM",
     "text-classification": "AutoModelForSequenceClassification",
     "token-classification": "AutoModelForTokenClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
     "feature-extraction": "AutoModel",
 }
 """The ``transformers`` class that loads a model of each pipeline tag."""
@@ -83,6 +84,7 @@ _KINDS = {
     "fill-mask": "masked language model",
     "text-classification": "text classifier",
     "token-classification": "token classifier",
+    "question-answering": "question-answering model (extractive: a span of the context)",
     "feature-extraction": "replaced-token discriminator",
 }
 
@@ -96,6 +98,16 @@ def _usage(pipeline_tag: PipelineTag, path: str) -> str:
             f"encoder = {auto}.from_pretrained(path)\n"
             "classifier = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)  # a new head: fine-tune it\n"
             "tokenizer = AutoTokenizer.from_pretrained(path)"
+        )
+    if pipeline_tag == "question-answering":  # transformers 5 has no question-answering pipeline
+        return (
+            f"from transformers import {auto}, AutoTokenizer\n"
+            "from tokenmask.use.answers import answer_question\n\n"
+            f"path = {path!r}  # this folder, or its Hub id once pushed\n"
+            f"model = {auto}.from_pretrained(path)\n"
+            "tokenizer = AutoTokenizer.from_pretrained(path)\n"
+            'answer_question(path, "Who wrote Hamlet?", "Hamlet is a tragedy by William Shakespeare.")\n'
+            "# or on the command line: tokenmask answer PATH --question ... --context ..."
         )
     if pipeline_tag == "fill-mask":
         example = 'fill(f"To be or not to be, that is the {fill.tokenizer.mask_token}.")'

@@ -1,22 +1,21 @@
-"""A classification head on a pre-trained encoder: loading it and its summed loss.
+"""A task head on a pre-trained encoder: loading it and its summed loss.
 
 Where :mod:`tokenmask.train.models` loads masked-LMs, this loads the same checkpoints (a
 ``tokenmask pretrain`` output, any Hugging Face encoder folder, or ``minilm``) under a new
-sequence-classification or token-classification head, and checks that only the head (and a
-pooler, which masked-LM checkpoints lack) is new. Its evaluation is
-:mod:`tokenmask.use.classifier_scores`.
+sequence-classification, token-classification or question-answering head, and checks that only
+the head (and a pooler, which masked-LM checkpoints lack) is new. Its evaluation is
+:mod:`tokenmask.use.classifier_scores` or :mod:`tokenmask.use.answers`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.nn.functional as F
 
 from tokenmask.hub import HubConfig
-from tokenmask.labelled.align import Task
 from tokenmask.labelled.examples import LabelVocab
 from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.train.models import LoadedModel, named, open_checkpoint, require_encoder_weights, saved_tokenizer
@@ -26,6 +25,15 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+Head = Literal["classify", "tokens", "qa"]
+"""The heads fine-tuning puts on an encoder: a label per text, a label per token, an answer span."""
+
+_AUTO = {
+    "classify": "AutoModelForSequenceClassification",
+    "tokens": "AutoModelForTokenClassification",
+    "qa": "AutoModelForQuestionAnswering",
+}
 
 
 def load_classifier_tokenizer(name_or_path: str | Path | Checkpoint, *, hub: HubConfig = HubConfig()) -> PreTrainedTokenizerBase:
@@ -39,14 +47,15 @@ def load_classifier_tokenizer(name_or_path: str | Path | Checkpoint, *, hub: Hub
 
 
 def load_classifier(
-    name_or_path: str | Path | Checkpoint, *, task: Task, labels: LabelVocab, hub: HubConfig = HubConfig()
+    name_or_path: str | Path | Checkpoint, *, task: Head, labels: LabelVocab | None = None, hub: HubConfig = HubConfig()
 ) -> LoadedModel:
     """An encoder checkpoint under a classification head for ``labels`` (a folder, ``minilm`` or a
     Hub id: :func:`~tokenmask.train.names.resolve_checkpoint`; remote code only with ``hub.trust_remote_code``).
 
     ``task="classify"`` gives ``AutoModelForSequenceClassification`` (one label per
-    text), ``"tokens"`` ``AutoModelForTokenClassification`` (one per token). The
-    config carries ``id2label`` / ``label2id``, so the saved model names its labels. The notes
+    text), ``"tokens"`` ``AutoModelForTokenClassification`` (one per token); their
+    config carries ``id2label`` / ``label2id``, so the saved model names its labels. ``"qa"``
+    gives ``AutoModelForQuestionAnswering`` (a start and an end score per token; no labels). The notes
     say what is new (the head; the pooler of a masked-LM checkpoint) and what is left unused
     (a masked-LM head).
 
@@ -54,22 +63,18 @@ def load_classifier(
         ValueError: a bad folder, or a checkpoint that lacks encoder weights (they would be
             random, and fine-tuning would quietly start from nothing).
     """
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+    import transformers
 
     checkpoint = resolve_checkpoint(name_or_path, hub=hub)
-    auto = AutoModelForSequenceClassification if task == "classify" else AutoModelForTokenClassification
-    model, info = open_checkpoint(
-        auto,
-        checkpoint,
-        num_labels=len(labels),
-        id2label=labels.id2label,
-        label2id=labels.label2id,
-        ignore_mismatched_sizes=True,  # a head for other labels is replaced, and said so
-    )
+    auto = getattr(transformers, _AUTO[task])
+    named_labels = {} if labels is None else {"num_labels": len(labels), "id2label": labels.id2label, "label2id": labels.label2id}
+    # a head for other labels is replaced, and said so
+    model, info = open_checkpoint(auto, checkpoint, **named_labels, ignore_mismatched_sizes=True)
     missing = sorted(info.get("missing_keys", ()))
     require_encoder_weights(checkpoint.name, model, missing)
     name = checkpoint.name  # as the user named it: "minilm", the folder, the Hub id
-    notes = [*checkpoint.notes, f"{name}: encoder loaded into {type(model).__name__} for {len(labels)} labels"]
+    purpose = "answer spans" if labels is None else f"{len(labels)} labels"
+    notes = [*checkpoint.notes, f"{name}: encoder loaded into {type(model).__name__} for {purpose}"]
     if missing:
         notes.append(f"{name}: new, randomly initialised: {', '.join(missing)}")
     mismatched = [key for key, *_ in info.get("mismatched_keys", ())]
@@ -78,7 +83,8 @@ def load_classifier(
     unused = sorted(info.get("unexpected_keys", ()))
     if unused:
         notes.append(f"{name}: checkpoint tensors not used: {named(unused)}")
-    return LoadedModel(model, tuple(notes))
+    head = {"classify": "classifier", "tokens": "classifier", "qa": "qa_outputs"}[task]
+    return LoadedModel(model, tuple(notes), new_head=any(key.split(".")[0] == head for key in missing))
 
 
 def model_inputs(batch: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -94,3 +100,16 @@ def classifier_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) 
     """
     logits = model(**model_inputs(batch)).logits  # (B, C) or (B, T, C)
     return F.cross_entropy(logits.flatten(0, -2).float(), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+def span_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Cross-entropy of the answer's first and last token, summed over a batch of windows.
+
+    ``labels`` is ``(B, 2)``: start and end token. The loop divides by the 2·B labels, which gives
+    the mean of the start and end losses, as Hugging Face's question-answering models compute.
+    """
+    out = model(**model_inputs(batch))
+    starts, ends = batch["labels"][:, 0], batch["labels"][:, 1]
+    return F.cross_entropy(out.start_logits.float(), starts, reduction="sum") + F.cross_entropy(
+        out.end_logits.float(), ends, reduction="sum"
+    )

@@ -1,6 +1,6 @@
 """Settings of what uses a model or the masking without training: one frozen dataclass per command.
 
-``tokenmask mask``, ``stats``, ``pmi``, ``evaluate``, ``fill``, ``embed``, ``search`` and
+``tokenmask mask``, ``stats``, ``pmi``, ``evaluate``, ``fill``, ``answer``, ``embed``, ``search`` and
 ``tokenizer train`` each build one of these and make one library call with it (``terms`` builds
 :class:`~tokenmask.text.terms.TermsConfig`, declared with its job and imported here); their flags,
 ``--help`` and the settings reference come from these declarations
@@ -156,6 +156,22 @@ class FillConfig:
     model: str = setting(positional=True, help=f"masked-LM checkpoint: {MODEL_HELP}")
     text: tuple[str, ...] = setting(positional=True, help="text with [MASK] or <mask>")
     top_k: int = setting(5, help="predictions per mask", ge=1)
+    hub: HubConfig = setting(factory=HubConfig, help="the Hub")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+@dataclass(frozen=True)
+class AnswerConfig:
+    """Which question-answering checkpoint answers which question from which context
+    (``tokenmask answer``: :func:`tokenmask.use.answers.answer_question`)."""
+
+    model: str = setting(positional=True, help=f"question-answering checkpoint (finetune --task qa): {MODEL_HELP}")
+    question: str = setting(help="the question")
+    context: str = setting(help="the text that holds the answer")
+    max_length: int = setting(384, help="tokens per window; a longer context is cut into windows", ge=8)
+    doc_stride: int = setting(128, help="tokens that consecutive windows share", ge=0)
     hub: HubConfig = setting(factory=HubConfig, help="the Hub")
 
     def __post_init__(self) -> None:
