@@ -46,13 +46,14 @@ docs: setup
 # The lowest versions pyproject.toml declares (requirements/lowest.txt) in their own environment,
 # and a smoke subset on them: masking, reading every corpus format, pre-training (the default
 # ModernBERT preset) -> evaluate -> fill and fine-tuning through the command line, embeddings,
-# file modes, a name resolved as a folder, minilm or a Hub id (huggingface_hub's offline errors), and terms (wordfreq).
+# file modes, a name resolved as a folder, minilm or a Hub id (huggingface_hub's offline errors), terms (wordfreq),
+# and retrieval (sentence-transformers' format, loss and evaluator; bm25s).
 LOWEST := .venv-lowest
 LOWEST_STAMP := $(LOWEST)/.installed
 SMOKE := tests/masking tests/text/test_corpus.py tests/cli/test_model_folders.py tests/use/test_embed.py \
 	tests/train/test_loop.py::test_cli_pretrain_evaluate_fill tests/test_files.py \
 	tests/train/test_names.py::test_resolve_checkpoint_tells_a_folder_from_the_name_minilm_from_a_hub_id \
-	tests/text/test_terms.py
+	tests/text/test_terms.py tests/recipes/test_retrieval.py
 
 $(LOWEST_STAMP): pyproject.toml requirements/lowest.txt requirements/data.txt
 	rm -rf $(LOWEST)
@@ -64,5 +65,5 @@ $(LOWEST_STAMP): pyproject.toml requirements/lowest.txt requirements/data.txt
 	touch $@
 
 lowest: $(LOWEST_STAMP)
-	$(LOWEST)/bin/pip list 2>/dev/null | grep -iE '^(torch|numpy|transformers|tokenizers|huggingface.hub|safetensors|accelerate|datasets|pyarrow|rich|pyyaml|matplotlib|wordfreq) '
+	$(LOWEST)/bin/pip list 2>/dev/null | grep -iE '^(torch|numpy|transformers|tokenizers|huggingface.hub|safetensors|accelerate|datasets|pyarrow|rich|pyyaml|matplotlib|wordfreq|sentence.transformers|bm25s) '
 	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider $(SMOKE)

@@ -286,6 +286,16 @@ def answer_by_a_model_without_a_question_answering_head(tmp_path, model):
     return argv, "has no question-answering head: its spans would be random"
 
 
+def pair_without_a_positive(tmp_path, model):
+    data = write_questions(tmp_path / "pairs.jsonl", [{"query": "who won?", "positive": "the king"}, {"query": "why?"}])
+    return finetune(tmp_path, model, data, flags=("--task", "retrieval")), "pairs.jsonl:2: no 'positive'"
+
+
+def pair_with_an_empty_query(tmp_path, model):
+    data = write_questions(tmp_path / "pairs.jsonl", [{"query": " ", "positive": "the king won"}])
+    return finetune(tmp_path, model, data, flags=("--task", "retrieval")), "pairs.jsonl:1: the query is empty"
+
+
 FAILING: dict[str, Callable[[Path, Path], tuple[list[str], str]]] = {
     case.__name__: case
     for case in (
@@ -295,7 +305,7 @@ FAILING: dict[str, Callable[[Path, Path], tuple[list[str], str]]] = {
         init_folder_missing, length_over_the_positions, finetune_length_over_the_positions, unknown_preset,
         unknown_preset_in_a_config_file, unseen_label, corpus_smaller_than_one_batch, corpus_of_unknown_tokens_only,
         validation_without_a_tagged_token, answer_not_at_its_start, question_without_a_context,
-        answer_by_a_model_without_a_question_answering_head,
+        answer_by_a_model_without_a_question_answering_head, pair_without_a_positive, pair_with_an_empty_query,
     )
 }  # fmt: skip
 

@@ -230,3 +230,54 @@ def test_the_study_replays_from_its_config_yaml_and_reads_the_recipes_files(reci
     replayed = study_config({**flatten(config), "output": str(tmp_path / "b")})
     assert flatten(replayed) == {**flatten(config), "output": str(tmp_path / "b")}
     assert replayed.base == base and replayed.tuning == tuning
+
+
+@pytest.fixture(scope="module")
+def squad_files(tmp_path_factory):
+    """Slices of SQuAD as a user's files: 30 training and 10 held-out questions (JSON lines), and their pairs."""
+    from tokenmask.labelled.questions import read_questions, squad_file
+
+    folder = tmp_path_factory.mktemp("squad")
+    train, dev = read_questions(squad_file("train"))[:30], read_questions(squad_file("dev"))[:10]
+    for name, questions in (("qa-train", train), ("qa-dev", dev)):
+        rows = [{"question": q.question, "context": q.context, "answers": [{"text": a.text, "answer_start": a.start}
+                 for a in q.answers]} for q in questions]  # fmt: skip
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        pairs = [{"query": q.question, "positive": q.context} for q in questions]
+        (folder / f"{name.replace('qa', 'pairs')}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs))
+    return folder
+
+
+def test_a_question_answering_study_pairs_each_pretraining_with_the_baseline_by_f1(
+    corpus_and_tokenizer, recipes, squad_files, tmp_path, one_thread
+):
+    corpus, _ = corpus_and_tokenizer
+    tuning = tmp_path / "finetune.yaml"
+    tuning.write_text("max_steps: 3\nbatch_size: 8\n")
+    output = tmp_path / "study"
+    argv = ["study", str(corpus), "--output", str(output), "--pretrain-config", str(recipes[0]), "--finetune-config",
+            str(tuning), "--strategies", "token", "--task", "qa", "--finetune", str(squad_files / "qa-train.jsonl"),
+            "--finetune-eval", str(squad_files / "qa-dev.jsonl"), "--finetune-seeds", "2"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads((output / "study.json").read_text())
+    tuned = [c for c in record["cells"] if c.get("role") == "finetune"]
+    models = [c for c in record["cells"] if c.get("role") in ("baseline", "pretrain")]
+    assert len(models) >= 2 and len(tuned) == 2 * len(models)  # the baseline and each pre-trained model, two seeds each
+    assert all(set(c["scores"]["clean"]) == {"exact_match", "f1"} for c in tuned)
+    assert record["downstream"]["primary"] == "f1" and record["best"]["metric"] == "f1"
+    rows = [r for r in record["downstream"]["against_baseline"] if r["metric"] == "f1" and r["paired"]]
+    assert len(rows) == len(models) - 1 and all(len(r["values"]) == 2 for r in rows)  # each against the baseline, by seed
+
+
+def test_a_retrieval_study_fine_tunes_the_starting_model_by_ndcg(tiny_mlm_folder, squad_files, tmp_path, one_thread):
+    tuning = tmp_path / "finetune.yaml"
+    tuning.write_text("max_steps: 3\nbatch_size: 8\nmax_length: 64\n")
+    output = tmp_path / "study"
+    argv = ["study", "--output", str(output), "--init", str(tiny_mlm_folder), "--strategies", "none", "--task", "retrieval",
+            "--finetune", str(squad_files / "pairs-train.jsonl"), "--finetune-eval", str(squad_files / "pairs-dev.jsonl"),
+            "--finetune-config", str(tuning), "--finetune-seeds", "2"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads((output / "study.json").read_text())
+    tuned = [c for c in record["cells"] if c.get("role") == "finetune"]
+    assert len(tuned) == 2 and all(set(c["scores"]["clean"]) == {"recall@1", "mrr@10", "ndcg@10"} for c in tuned)
+    assert record["best"]["metric"] == "ndcg@10"

@@ -76,7 +76,7 @@ def test_finetune_qa_writes_a_question_answering_model_that_answers(squad_slice,
     assert "fine-tuned 6 steps" in printed and "confusion" not in printed
     results = json.loads((out / "results.json").read_text())
     assert results["task"] == "qa" and set(results["final"]) >= {"loss", "exact_match", "f1", "questions"}
-    assert 0 <= results["final"]["f1"] <= 100 and results["final"]["exact_match"] <= results["final"]["f1"]
+    assert 0 <= results["final"]["f1"] <= 1 and results["final"]["exact_match"] <= results["final"]["f1"]
     assert (out / "best").is_dir() and not (out / "confusion.png").exists()
     assert "pipeline_tag: question-answering" in (out / "model" / "README.md").read_text()
     model = AutoModelForQuestionAnswering.from_pretrained(out / "model")

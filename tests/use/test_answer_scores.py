@@ -42,9 +42,9 @@ def test_each_question_takes_its_best_gold_answer_and_the_set_its_mean():
     predictions = {"q1": "Broncos", "q2": "1888"}  # q3 unanswered: 0
     scores = answer_scores(predictions, gold)
     # exact match: q1 1 (the second answer), q2 0, q3 0 -> 1/3; F1: q1 1, q2 0, q3 0 -> 1/3
-    assert scores == pytest.approx({"exact_match": 100 / 3, "f1": 100 / 3})
+    assert scores == pytest.approx({"exact_match": 1 / 3, "f1": 1 / 3})
     # "park" against "in the park" (in, park): precision 1, recall 1/2 -> 2/3; against "the park" (park): 1
-    assert answer_scores({"q3": "park"}, {"q3": ["in the park", "the park"]}) == {"exact_match": 100.0, "f1": 100.0}
+    assert answer_scores({"q3": "park"}, {"q3": ["in the park", "the park"]}) == {"exact_match": 1.0, "f1": 1.0}
 
 
 def test_nothing_to_score_is_refused():

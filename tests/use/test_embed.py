@@ -375,3 +375,29 @@ def test_the_user_facing_names_are_exported_lazily():
 
     assert (tokenmask.load_encoder, tokenmask.embed_texts, tokenmask.search) == (load_encoder, embed_texts, search)
     assert {"load_encoder", "embed_texts", "search"} <= set(tokenmask.__all__)
+
+
+@pytest.mark.parametrize(
+    "config, pooling",
+    [
+        ({"pooling_mode": "mean"}, "mean"),  # sentence-transformers 6
+        ({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}, "mean"),  # earlier versions
+        ({"pooling_mode_cls_token": True}, "cls"),
+        ({"pooling_mode": "max"}, None),
+    ],
+)
+def test_a_sentence_transformers_folder_is_pooled_as_it_says(tmp_path, config, pooling):
+    import json
+
+    from tokenmask.use.embed import saved_pooling
+
+    assert saved_pooling(tmp_path) == "content"  # no modules.json: a plain encoder
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    modules = [{"idx": 0, "path": "", "type": "x.Transformer"}, {"idx": 1, "path": "1_Pooling", "type": "x.models.Pooling"}]
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    if pooling is None:
+        with pytest.raises(ValueError, match="pooling max is not supported"):
+            saved_pooling(tmp_path)
+    else:
+        assert saved_pooling(tmp_path) == pooling

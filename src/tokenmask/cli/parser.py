@@ -120,7 +120,8 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "embed", commands.cmd_embed, "sentence embeddings of a text file into a .npy matrix (one row per text)",
         "Embed each text with a checkpoint's encoder (the masked-LM head is not used): the mean of its last hidden "
-        "states over the tokens that are neither special nor padding, scaled to unit length unless --no-normalize. "
+        "states over the tokens that are neither special nor padding (a sentence-transformers folder, such as "
+        "finetune --task retrieval writes: its own pooling), scaled to unit length unless --no-normalize. "
         "Rows follow the input order; blank lines are skipped. Saves a float32 .npy matrix (texts x hidden size) for "
         "`tokenmask search`.",
         EmbedConfig, title="embedding",

@@ -27,7 +27,8 @@ h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid #ddd; } p.no
 table { border-collapse: collapse; margin: 0.8rem 0; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; } th { background: #f3f3f3; }
 td:first-child, th:first-child { text-align: left; } caption { text-align: left; font-weight: 600; } img { max-width: 100%; }"""
-_WORDS = {"accuracy": "accuracy", "macro_f1": "macro-F1", "span_f1": "span-F1"}
+_WORDS = {"accuracy": "accuracy", "macro_f1": "macro-F1", "span_f1": "span-F1", "exact_match": "exact match", "f1": "F1",
+          "recall@1": "Recall@1", "mrr@10": "MRR@10", "ndcg@10": "nDCG@10"}  # fmt: skip
 _TITLES = {
     "augmentation": "[MASK] augmentation against none",
     "masking": "each strategy against token masking at the same rate",

@@ -60,7 +60,10 @@ class StudyConfig:
                 "max_tokens": "training tokens of each pre-training cell (the default when its settings give no limit)"},
     )  # fmt: skip
     tuning: FinetuneConfig = setting(
-        factory=lambda: FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=FINETUNE_STEPS)), help="fine-tuning", only=()
+        factory=lambda: FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=FINETUNE_STEPS)),
+        help="fine-tuning",
+        only=("task",),
+        reword={"task": "what every model is fine-tuned for: classify, tokens, qa or retrieval (builtin: squad)"},
     )
     pretrain_config: str | None = setting(
         None, metavar="FILE", help="YAML of every pre-training cell's settings (a pretrain run's OUTPUT/config.yaml is one)"
@@ -119,6 +122,7 @@ def study_config(settings: Mapping[str, Any]) -> StudyConfig:
         pretraining["max_tokens"] = DEFAULT_CELL_TOKENS
     base = pretrain_config(pretraining)
     tuned = {"max_steps": FINETUNE_STEPS, "max_length": base.blocks.max_length, **_read(given.get("finetune_config"))}
+    tuned |= {"task": given.pop("task")} if given.get("task") is not None else {}  # --task over the file's
     tuning = build(FinetuneConfig, {k: v for k, v in tuned.items() if k not in PER_TUNING})
     study = build(StudyConfig, {"output": "unset", **given})  # the defaults' base and tuning, replaced next
     return replace(study, output=str(given.get("output", "")), base=base, tuning=tuning)

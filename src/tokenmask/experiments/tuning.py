@@ -1,7 +1,8 @@
 """A study's fine-tunings: the labelled data read once per process, and one fine-tuning scored on every held-out set.
 
-Each draws a stratified sample of the same encoded examples (nested: a seed's 100 are among its 300),
-and is scored on the clean held-out set and on corrupted copies drawn with its seed.
+Each draws a stratified sample of the same encoded examples (nested: a seed's 100 are among its 300;
+a question's windows and retrieval pairs are one stratum), and is scored on the clean held-out set
+and, for classifiers, on corrupted copies drawn with its seed.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmask.experiments.stats import CLEAN, SCORED
 from tokenmask.labelled.align import FinetuneData, encode_texts_with_labels
@@ -20,12 +21,15 @@ from tokenmask.labelled.subsets import stratified_sample
 from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.train.job import Reporter
 
+if TYPE_CHECKING:
+    from tokenmask.recipes.finetune import TaskData
+
 
 @dataclass
 class TuningData:
     """Every example encoded once, and the raw ones the samples and corrupted sets are drawn from."""
 
-    full: FinetuneData
+    full: TaskData
     strata: list[str]  # the label of each training example (classify); one stratum for tokens
     train_raw: list[Any]
     validation_raw: list[Any]
@@ -33,33 +37,41 @@ class TuningData:
     batch_size: int
     corrupted: dict[tuple[int, str], list[dict[str, Any]]] = field(default_factory=dict)  # by (seed, set), when first asked
 
-    def training(self, size: int | None, seed: int) -> FinetuneData:
+    def training(self, size: int | None, seed: int) -> TaskData:
         """The data with its training side cut to a stratified sample drawn with ``seed`` (labels kept)."""
-        chosen = stratified_sample(self.strata, size, seed=seed)
+        chosen, full = stratified_sample(self.strata, size, seed=seed), self.full
+        if not isinstance(full, FinetuneData):
+            return replace(full, train=[full.train[i] for i in chosen])
         return replace(
-            self.full, train=[self.full.train[i] for i in chosen], train_counts=SideCounts.of([self.train_raw[i] for i in chosen])
+            full, train=[full.train[i] for i in chosen], train_counts=SideCounts.of([self.train_raw[i] for i in chosen])
         )
 
     def corrupted_batches(self, seed: int, corruption: Corruption) -> list[dict[str, Any]]:
         """The held-out set with ``corruption`` drawn with ``seed``, collated as the clean one is."""
         from tokenmask.recipes.finetune import validation_batches
 
-        key = (seed, corruption.name)
+        key, full = (seed, corruption.name), self.full
+        assert isinstance(full, FinetuneData)  # corrupted sets are a classifier's (Downstream.robustness)
         if key not in self.corrupted:
             raw = self.validation_raw
             texts = corrupt_texts([e.text for e in raw], corruption, seed=seed, unk_token=self.tokenizer.unk_token)
             examples = [LabelledText(t, e.label) for t, e in zip(texts, raw)]
-            side = encode_texts_with_labels(examples, self.tokenizer, self.full.labels, max_length=self.full.max_length,
+            side = encode_texts_with_labels(examples, self.tokenizer, full.labels, max_length=full.max_length,
                                             side="validation")  # fmt: skip
-            ided: list[Any] = [{**e, "id": len(self.full.train) + i} for i, e in enumerate(side.examples)]
+            ided: list[Any] = [{**e, "id": len(full.train) + i} for i, e in enumerate(side.examples)]
             self.corrupted[key] = validation_batches(ided, self.tokenizer, self.batch_size)
         return self.corrupted[key]
 
 
 def load_tuning_data(config: FinetuneConfig, tokenizer: Any) -> TuningData:
     """Read, split and encode the data of ``config`` with ``tokenizer`` (ValueError for data that cannot be)."""
+    from tokenmask.recipes.answering import load_question_data
     from tokenmask.recipes.finetune_data import load_finetune_split
+    from tokenmask.recipes.retrieval import load_retrieval_data
 
+    if config.task in ("qa", "retrieval"):
+        data = (load_question_data if config.task == "qa" else load_retrieval_data)(config, tokenizer)
+        return TuningData(data, [""] * len(data.train), [], [], tokenizer, config.loop.batch_size)
     full, train, validation = load_finetune_split(config, tokenizer)
     strata = [getattr(e, "label", "") for e in train] if config.task == "classify" else [""] * len(train)
     return TuningData(full, strata, train, validation, tokenizer, config.loop.batch_size)
@@ -84,6 +96,7 @@ def tune_and_score(
     result = finetune(run, reporter, data=subset)
     scores = {CLEAN: result.final.metrics()}
     for corruption in corruptions:
+        assert isinstance(subset, FinetuneData)  # corrupted sets are a classifier's (Downstream.robustness)
         batches = data.corrupted_batches(run.loop.seed, corruption)
         scores[corruption.name] = evaluate_classifier(result.model, batches, task="classify", labels=subset.labels).metrics()
     if not keep_checkpoints:

@@ -123,3 +123,47 @@ def padded_slots(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> in
     """
     sizes = np.asarray(lengths, dtype=np.int64)
     return int(sum(len(batch) * int(sizes[list(batch)].max(initial=0)) for batch in batches))
+
+
+class DistinctBatches:
+    """Shuffled batches in which no two examples share a key (a retrieval pair's positive text), as far as the epoch allows.
+
+    In-batch negatives: another pair's positive is a negative of this pair's query, so two pairs
+    with one positive in a batch would teach the query to push its own answer away. Each epoch
+    shuffles (by ``seed`` and the epoch), then fills batches in order, swapping in the next
+    example of a new key when one repeats. The number of batches is always ``ceil(N / batch_size)``
+    (resuming counts on it), so a key may repeat in the epoch's last batches when too few others
+    are left; the loss also leaves such duplicates out of the negatives.
+
+    ``keys = [0, 0, 1, 2]``, ``batch_size = 2`` -> e.g. ``[[1, 0], [3, 2]]``: never both 0 and 1 together.
+    """
+
+    def __init__(self, keys: Sequence[int], batch_size: int, *, seed: int = 0) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1; got {batch_size}")
+        self.keys = np.asarray(keys, dtype=np.int64).reshape(-1)  # (N,)
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the order of ``epoch`` from now on."""
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return -(-len(self.keys) // self.batch_size)
+
+    def batches(self) -> list[list[int]]:
+        """This epoch's batches, in order."""
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.keys)).tolist()
+        batches: list[list[int]] = []
+        for first in range(0, len(order), self.batch_size):
+            seen: set[int] = set()
+            for slot in range(first, min(first + self.batch_size, len(order))):
+                if int(self.keys[order[slot]]) in seen:  # swap in the next example of a new key, if any is left
+                    later = next((j for j in range(slot + 1, len(order)) if int(self.keys[order[j]]) not in seen), None)
+                    if later is not None:
+                        order[slot], order[later] = order[later], order[slot]
+                seen.add(int(self.keys[order[slot]]))
+            batches.append(order[first : first + self.batch_size])
+        return batches

@@ -4,7 +4,9 @@ A context longer than ``max_length`` tokens (question and special tokens include
 windows that overlap by ``stride`` tokens, so that an answer near a cut is whole in one of them.
 The labels come from the fast tokenizer's character offsets: the first and last context token of
 the first gold answer; a window that does not hold the whole answer points both at its first
-token, as SQuAD v1.1 training does. Each window keeps the offsets of its context tokens, which
+token, as SQuAD v1.1 training does. A question so long that the context would get no more than
+``stride`` tokens of a window is cut to its first tokens (:func:`question_room`). Each window keeps
+the offsets of its context tokens, which
 :func:`tokenmask.use.answers.best_answers` maps a predicted span back to the context with.
 """
 
@@ -49,8 +51,9 @@ def question_windows(questions: Sequence[Question], tokenizer: Any, *, max_lengt
         raise ValueError("question answering needs a fast tokenizer: its character offsets place the answers")
     if not 0 <= stride < max_length // 2:
         raise ValueError(f"the stride must be at least 0 and under half of max_length {max_length}; got {stride}")
+    asked = fitted_questions(questions, tokenizer, question_room(tokenizer, max_length, stride))
     encoded = tokenizer(
-        [q.question for q in questions], [q.context for q in questions], truncation="only_second", max_length=max_length,
+        asked, [q.context for q in questions], truncation="only_second", max_length=max_length,
         stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True,
     )  # fmt: skip
     windows = []
@@ -62,6 +65,19 @@ def question_windows(questions: Sequence[Question], tokenizer: Any, *, max_lengt
         types = encoded["token_type_ids"][number] if "token_type_ids" in encoded else None
         windows.append(Window(question.id, encoded["input_ids"][number], types, offsets, start, end))
     return windows
+
+
+def question_room(tokenizer: Any, max_length: int, stride: int) -> int:
+    """Tokens a question may keep: the context must get more than ``stride`` of each window (the fast
+    tokenizer cannot cut a window otherwise). 384 and 128 with BERT's 3 special tokens: 252."""
+    return max(1, max_length - tokenizer.num_special_tokens_to_add(pair=True) - stride - 1)
+
+
+def fitted_questions(questions: Sequence[Question], tokenizer: Any, room: int) -> list[str]:
+    """Each question's text, cut after its first ``room`` tokens where it has more (at a token's end)."""
+    encoded = tokenizer([q.question for q in questions], add_special_tokens=False, return_offsets_mapping=True)
+    return [q.question if len(spans) <= room else q.question[: spans[room - 1][1]]
+            for q, spans in zip(questions, encoded["offset_mapping"])]  # fmt: skip
 
 
 def _answer_tokens(offsets: Sequence[tuple[int, int] | None], answer: Answer) -> tuple[int, int]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from tokenmask.blocks.shard import is_validation
 from tokenmask.labelled.questions import SQUAD, Question, read_questions, squad_file
-from tokenmask.labelled.windows import Window, question_windows
+from tokenmask.labelled.windows import Window, fitted_questions, question_room, question_windows
 from tokenmask.recipes.config import FinetuneConfig
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class QuestionData:
     outside: int
     max_length: int
     stride: int
+    cut: int = 0
+    """Questions (of both sides) cut to fit a window (:func:`~tokenmask.labelled.windows.question_room`)."""
     task: str = "qa"
 
     def describe(self) -> str:
@@ -60,7 +62,8 @@ class QuestionData:
             f"  train:      {self.train_questions:,} questions in {len(self.train):,} windows "
             f"({self.outside:,} without their answer)",
             f"  validation: {len(self.validation):,} questions in {len(self.validation_windows):,} windows",
-            f"  windows of {self.max_length} tokens, sharing {self.stride} within a context",
+            f"  windows of {self.max_length} tokens, sharing {self.stride} within a context"
+            + (f"; {self.cut:,} questions cut to fit" if self.cut else ""),
         ])  # fmt: skip
 
 
@@ -117,5 +120,8 @@ def load_question_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
                     feature[key] = np.asarray(feature[key], dtype=np.int32)
             features.append(feature)
     outside = sum(f["labels"][0] == 0 for f in features)
-    return QuestionData(features, validation, validation_windows, source, len(train), outside, length, stride)
-
+    room = question_room(tokenizer, length, stride)
+    cut = sum(
+        text != q.question for side in (train, validation) for text, q in zip(fitted_questions(side, tokenizer, room), side)
+    )
+    return QuestionData(features, validation, validation_windows, source, len(train), outside, length, stride, cut)

@@ -194,12 +194,13 @@ def pretrain_config(settings: Mapping[str, Any]) -> PretrainConfig:
     return build(PretrainConfig, {**recipe, **settings})
 
 
-FinetuneTask = Literal["classify", "tokens", "qa"]
+FinetuneTask = Literal["classify", "tokens", "qa", "retrieval"]
 
 FINETUNE_METRICS = {
     "classify": ("macro_f1", "accuracy", "loss"),
     "tokens": ("span_f1", "accuracy", "macro_f1", "loss"),
     "qa": ("f1", "exact_match", "loss"),
+    "retrieval": ("ndcg@10", "mrr@10", "recall@1", "recall@5", "recall@10", "loss"),
 }
 """Metrics ``best_metric`` may name, per task; the first is the default. Loss is lower-better."""
 
@@ -231,7 +232,8 @@ class FinetuneConfig:
     task: FinetuneTask = setting(
         "classify",
         help="classify = one label per text; tokens = one tag per word (BIO, CoNLL or JSON lists); "
-        "qa = the answer's span in a context (SQuAD JSON, or records with question, context, answers)",
+        "qa = the answer's span in a context (SQuAD JSON, or records with question, context, answers); "
+        "retrieval = texts that find each other (records with query, positive and an optional negative)",
     )
     text_column: str | None = setting(
         None, help="column of the text (classify: default 'text') or of the word list (tokens: default 'tokens')"
@@ -247,8 +249,11 @@ class FinetuneConfig:
     )
     max_length: int = setting(
         None, help="tokens per example at most, special tokens included; longer ones are cut and counted "
-        "(default 128; qa: 384, a longer context is cut into windows)", ge=8,
+        "(default 128; qa: 384, a longer context is cut into windows; retrieval: 256)", ge=8,
     )  # fmt: skip
+    scale: float = setting(
+        20.0, help="retrieval: the cosine similarity's multiplier in the contrastive loss (a temperature of 1/scale)", gt=0
+    )
     doc_stride: int = setting(
         None, help="qa: tokens that consecutive windows of a long context share (default a third of max_length: 128)", ge=0
     )
@@ -278,7 +283,7 @@ class FinetuneConfig:
             raise ValueError(f"best_metric for task {self.task!r} must be one of {', '.join(allowed)}; got {self.best_metric!r}")
         object.__setattr__(self, "loop", self.loop.with_default_limit(self.epochs))  # frozen: the resolved defaults
         if self.max_length is None:
-            object.__setattr__(self, "max_length", 384 if self.task == "qa" else 128)
+            object.__setattr__(self, "max_length", {"qa": 384, "retrieval": 256}.get(self.task, 128))
         if self.doc_stride is None:
             object.__setattr__(self, "doc_stride", self.max_length // 3)
         if self.task == "qa" and not 0 <= self.doc_stride < self.max_length // 2:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,11 +34,25 @@ from tokenmask.masking.config import IGNORE_INDEX
 from tokenmask.recipes.answering import QuestionData, load_question_data
 from tokenmask.recipes.config import FinetuneConfig, resumed_hub
 from tokenmask.recipes.finetune_data import load_finetune_data
+from tokenmask.recipes.retrieval import (
+    RetrievalData,
+    collate_pairs,
+    distinct_positives,
+    load_retrieval_data,
+    save_sentence_transformer,
+)
 from tokenmask.recipes.run_cards import FinetuneCards, tokens_at
 from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
 from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import load_state, save_model
-from tokenmask.train.classifier import Head, classifier_loss_sum, load_classifier, load_classifier_tokenizer, span_loss_sum
+from tokenmask.train.classifier import (
+    Head,
+    classifier_loss_sum,
+    contrastive_loss_sum,
+    load_classifier,
+    load_classifier_tokenizer,
+    span_loss_sum,
+)
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.logs import read_metrics
@@ -48,6 +63,7 @@ from tokenmask.train.step import LossFunction
 from tokenmask.use.answers import evaluate_answers, window_batches
 from tokenmask.use.classifier_scores import Evaluation, evaluate_classifier
 from tokenmask.use.metrics import plot_confusion
+from tokenmask.use.retrieval import evaluate_retrieval
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -78,6 +94,8 @@ class TaskParts:
             with ``labels`` to name for a classifier.
         loss: ``(model, batch) -> summed loss``.
         evaluate: ``model -> its evaluation`` on the held-out examples, never augmented.
+        order: ``(global batch size, seed) -> the batch order`` (default: grouped by length).
+        collate: ``(augmenter, examples) -> batch`` (default: the augmenter's batch).
     """
 
     train: Sequence[Mapping[str, Any]]
@@ -85,14 +103,36 @@ class TaskParts:
     labels: LabelVocab | None
     loss: LossFunction
     evaluate: Callable[[torch.nn.Module], Scored]
+    order: Callable[[int, int], BatchOrder] | None = None
+    collate: Callable[[MaskingAugmenter, list[Any]], dict[str, Any]] | None = None
 
 
-def task_parts(data: FinetuneData | QuestionData, tokenizer: PreTrainedTokenizerBase, batch_size: int) -> TaskParts:
+class BatchOrder(Protocol):
+    """Which examples form each batch of an epoch (:class:`~tokenmask.labelled.sampler.LengthGroupedBatches`)."""
+
+    def set_epoch(self, epoch: int) -> None: ...
+
+    def batches(self) -> list[list[int]]: ...
+
+
+TaskData = FinetuneData | QuestionData | RetrievalData
+"""A task's encoded examples: :func:`load_finetune_data`, :func:`load_question_data`, :func:`load_retrieval_data`."""
+
+
+def task_parts(data: TaskData, tokenizer: PreTrainedTokenizerBase, config: FinetuneConfig) -> TaskParts:
     """The :class:`TaskParts` of ``data``'s task, its validation batches collated once.
 
     Raises:
         ValueError: no labelled validation example (every tagged word cut away).
     """
+    batch_size = config.loop.batch_size
+    if isinstance(data, RetrievalData):
+        held_out, length = data.validation, config.max_length
+        return TaskParts(
+            data.train, "retrieval", None, partial(contrastive_loss_sum, scale=config.scale),
+            lambda model: evaluate_retrieval(model, tokenizer, held_out, scale=config.scale, max_length=length),
+            order=lambda size, seed: distinct_positives(data.train, size, seed), collate=collate_pairs,
+        )  # fmt: skip
     if isinstance(data, QuestionData):
         windows = data.validation_windows
         batches = window_batches(windows, tokenizer, batch_size)
@@ -111,7 +151,7 @@ def task_parts(data: FinetuneData | QuestionData, tokenizer: PreTrainedTokenizer
     )  # fmt: skip
 
 
-def loop_settings(config: FinetuneConfig, data: FinetuneData | QuestionData) -> LoopConfig:
+def loop_settings(config: FinetuneConfig, data: TaskData) -> LoopConfig:
     """``config.loop`` with ``epochs`` turned into ``max_steps`` (the smaller wins if both are given)."""
     loop = config.loop
     if config.epochs is None:
@@ -249,7 +289,7 @@ def _job(
     return Job(
         model=loaded.model.train(),
         tokenizer=tokenizer,
-        batches=_training_batches(parts.train, augmenter, loop.batch_size, loop.seed, shard),
+        batches=_training_batches(parts, augmenter, loop.batch_size, loop.seed, shard),
         evaluate=evaluate,
         loss=parts.loss,
         before_step=before_step,
@@ -258,12 +298,16 @@ def _job(
 
 
 def _training_batches(
-    train: Sequence[Mapping[str, Any]], augmenter: MaskingAugmenter, batch_size: int, seed: int, shard: Shard
+    parts: TaskParts, augmenter: MaskingAugmenter, batch_size: int, seed: int, shard: Shard
 ) -> Callable[[int, int | None], Iterator[dict[str, Any]]]:
-    """``(skip, horizon) -> this process's augmented micro-batches forever``, length-grouped, epoch
-    after epoch (the same whatever the horizon)."""
-    lengths = [len(e["input_ids"]) for e in train]
-    sampler = LengthGroupedBatches(lengths, batch_size * shard.world, seed=seed)  # global batches
+    """``(skip, horizon) -> this process's augmented micro-batches forever``, in the task's order
+    (length-grouped by default), epoch after epoch (the same whatever the horizon)."""
+    train, collate = parts.train, parts.collate or (lambda augmenter, examples: augmenter(examples))
+    sampler: BatchOrder
+    if parts.order is None:
+        sampler = LengthGroupedBatches([len(e["input_ids"]) for e in train], batch_size * shard.world, seed=seed)
+    else:
+        sampler = parts.order(batch_size * shard.world, seed)  # global batches
     per_epoch = global_batches_per_epoch(len(train), batch_size, shard.world)
 
     def epoch_batches() -> list[list[int]]:
@@ -278,7 +322,7 @@ def _training_batches(
             sampler.set_epoch(epoch)
             augmenter.set_epoch(epoch)
             for indices in epoch_batches()[offset:]:
-                yield augmenter([train[i] for i in indices])
+                yield collate(augmenter, [train[i] for i in indices])
             epoch, offset = epoch + 1, 0
 
     return batches
@@ -363,7 +407,7 @@ def finetune(
     config: FinetuneConfig,
     reporter: Reporter = QuietReporter(),
     *,
-    data: FinetuneData | QuestionData | None = None,
+    data: TaskData | None = None,
     command: str | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``config.model`` on labelled data; the model ends in ``config.loop.output``/model.
@@ -389,10 +433,13 @@ def finetune(
     config, start = pin_revision(config)
     tokenizer = load_classifier_tokenizer(start)
     if data is None:
-        data = load_question_data(config, tokenizer) if config.task == "qa" else load_finetune_data(config, tokenizer)
+        loaders: dict[str, Callable[[FinetuneConfig, PreTrainedTokenizerBase], TaskData]] = {
+            "qa": load_question_data, "retrieval": load_retrieval_data,
+        }  # fmt: skip
+        data = loaders.get(config.task, load_finetune_data)(config, tokenizer)
     reporter.message(describe(config))
     reporter.message(data.describe())
-    parts = task_parts(data, tokenizer, config.loop.batch_size)
+    parts = task_parts(data, tokenizer, config)
     tracker, card = _Tracker(config), FinetuneCards(config, data, command)
 
     def build(checkpoint: Path | None, shard: Shard) -> Job:
@@ -420,6 +467,9 @@ def finetune(
     )
     if Shard.from_environment().is_main:
         _write_results(result, config)
+        if isinstance(data, RetrievalData):
+            for folder in ("model", BEST_FOLDER):
+                save_sentence_transformer(Path(result.output) / folder, max_length=config.max_length)
     return result
 
 

@@ -16,6 +16,7 @@ from tokenmask.labelled.align import FinetuneData
 from tokenmask.recipes.answering import QuestionData
 from tokenmask.recipes.config import FinetuneConfig, PretrainConfig
 from tokenmask.recipes.pretrain_data import PretrainData
+from tokenmask.recipes.retrieval import RetrievalData
 from tokenmask.train.card import PipelineTag, model_card
 from tokenmask.train.job import TrainResult
 from tokenmask.train.presets import PRESETS
@@ -99,6 +100,7 @@ _HEADS: dict[str, tuple[str, PipelineTag]] = {
     "classify": ("classification", "text-classification"),
     "tokens": ("token-tagging", "token-classification"),
     "qa": ("question-answering", "question-answering"),
+    "retrieval": ("sentence-embedding (mean pooling)", "sentence-similarity"),
 }
 
 
@@ -107,7 +109,7 @@ class FinetuneCards:
     """Writes the model cards of a fine-tuning run: OUTPUT/model (the final model) and OUTPUT/best."""
 
     config: FinetuneConfig
-    data: FinetuneData | QuestionData
+    data: FinetuneData | QuestionData | RetrievalData
     command: str | None
 
     def final(self, steps: int, tokens: int, metrics: dict[str, float]) -> str:
@@ -122,13 +124,17 @@ class FinetuneCards:
 
     def _text(self, folder: Path, steps: int, tokens: int, metrics: dict[str, float], when: str) -> str:
         config, data = self.config, self.data
-        if isinstance(data, QuestionData):
+        if isinstance(data, RetrievalData):
+            (head, tag), queries = _HEADS["retrieval"], len(data.validation.queries)
+            described = f"{data.source}: {len(data.train):,} training pairs ({data.negatives:,} with a hard negative)"
+            held = f"{queries:,} validation queries over {len(data.validation.corpus):,} texts"
+        elif isinstance(data, QuestionData):
             head, tag = _HEADS["qa"]
             described = (
                 f"{data.source}: {data.train_questions:,} training questions ({len(data.train):,} windows of "
                 f"{data.max_length} tokens) and {len(data.validation):,} validation questions"
             )
-            held = f"{len(data.validation):,} validation questions (exact match and F1 as SQuAD v1.1 defines them, in percent)"
+            held = f"{len(data.validation):,} validation questions (exact match and F1 as SQuAD v1.1 defines them)"
         else:
             (head, tag), held = _HEADS[data.task], f"{len(data.validation):,} validation examples"
             given = ", ".join(config.data) if config.data else "the built-in Rotten Tomatoes snippets (split by movie)"

@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-PipelineTag = Literal["fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction"]
+PipelineTag = Literal[
+    "fill-mask", "text-classification", "token-classification", "question-answering", "sentence-similarity", "feature-extraction"
+]
 
 AUTO_CLASSES: dict[str, str] = {
     "fill-mask": "AutoModelForMaskedLM",
     "text-classification": "AutoModelForSequenceClassification",
     "token-classification": "AutoModelForTokenClassification",
     "question-answering": "AutoModelForQuestionAnswering",
+    "sentence-similarity": "AutoModel",
     "feature-extraction": "AutoModel",
 }
 """The ``transformers`` class that loads a model of each pipeline tag."""
@@ -85,6 +88,7 @@ _KINDS = {
     "text-classification": "text classifier",
     "token-classification": "token classifier",
     "question-answering": "question-answering model (extractive: a span of the context)",
+    "sentence-similarity": "sentence-embedding model (for retrieval)",
     "feature-extraction": "replaced-token discriminator",
 }
 
@@ -98,6 +102,14 @@ def _usage(pipeline_tag: PipelineTag, path: str) -> str:
             f"encoder = {auto}.from_pretrained(path)\n"
             "classifier = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)  # a new head: fine-tune it\n"
             "tokenizer = AutoTokenizer.from_pretrained(path)"
+        )
+    if pipeline_tag == "sentence-similarity":
+        return (
+            "from sentence_transformers import SentenceTransformer\n\n"
+            f"path = {path!r}  # this folder, or its Hub id once pushed\n"
+            "model = SentenceTransformer(path)  # mean pooling, as trained\n"
+            'vectors = model.encode(["Who wrote Hamlet?", "Hamlet is a tragedy by William Shakespeare."])\n'
+            "# or on the command line: tokenmask embed PATH ... and tokenmask search PATH ..."
         )
     if pipeline_tag == "question-answering":  # transformers 5 has no question-answering pipeline
         return (

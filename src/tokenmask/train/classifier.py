@@ -26,13 +26,15 @@ if TYPE_CHECKING:
 
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
-Head = Literal["classify", "tokens", "qa"]
-"""The heads fine-tuning puts on an encoder: a label per text, a label per token, an answer span."""
+Head = Literal["classify", "tokens", "qa", "retrieval"]
+"""The heads fine-tuning puts on an encoder: a label per text, a label per token, an answer span; none
+for retrieval (the encoder's pooled states are the vectors)."""
 
 _AUTO = {
     "classify": "AutoModelForSequenceClassification",
     "tokens": "AutoModelForTokenClassification",
     "qa": "AutoModelForQuestionAnswering",
+    "retrieval": "AutoModel",
 }
 
 
@@ -73,7 +75,7 @@ def load_classifier(
     missing = sorted(info.get("missing_keys", ()))
     require_encoder_weights(checkpoint.name, model, missing)
     name = checkpoint.name  # as the user named it: "minilm", the folder, the Hub id
-    purpose = "answer spans" if labels is None else f"{len(labels)} labels"
+    purpose = {"qa": "answer spans", "retrieval": "retrieval"}.get(task, f"{len(labels or ())} labels")
     notes = [*checkpoint.notes, f"{name}: encoder loaded into {type(model).__name__} for {purpose}"]
     if missing:
         notes.append(f"{name}: new, randomly initialised: {', '.join(missing)}")
@@ -83,7 +85,7 @@ def load_classifier(
     unused = sorted(info.get("unexpected_keys", ()))
     if unused:
         notes.append(f"{name}: checkpoint tensors not used: {named(unused)}")
-    head = {"classify": "classifier", "tokens": "classifier", "qa": "qa_outputs"}[task]
+    head = {"classify": "classifier", "tokens": "classifier", "qa": "qa_outputs", "retrieval": "-"}[task]
     return LoadedModel(model, tuple(notes), new_head=any(key.split(".")[0] == head for key in missing))
 
 
@@ -113,3 +115,30 @@ def span_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tor
     return F.cross_entropy(out.start_logits.float(), starts, reduction="sum") + F.cross_entropy(
         out.end_logits.float(), ends, reduction="sum"
     )
+
+
+def contrastive_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], *, scale: float = 20.0) -> torch.Tensor:
+    """InfoNCE with in-batch negatives, summed over a batch's queries.
+
+    Texts are the mean of the encoder's states over their attended tokens (sentence-transformers'
+    ``mean`` pooling), compared by cosine times ``scale``. Query ``i`` (``query_input_ids``,
+    ``query_attention_mask``, ``(B, Tq)``) should pick text ``labels[i]`` among all texts of the
+    batch (``input_ids``, ``attention_mask``, ``(B + N, T)``: each pair's positive, then the hard
+    negatives); a text equal to its positive elsewhere in the batch (the same ``text_keys``) is
+    no negative and is left out. The loop divides by the B queries: sentence-transformers'
+    ``MultipleNegativesRankingLoss``, summed so that accumulation and processes normalise it once.
+    """
+    queries = F.normalize(_mean_pooled(model, batch["query_input_ids"], batch["query_attention_mask"]), dim=-1)  # (B, H)
+    texts = F.normalize(_mean_pooled(model, batch["input_ids"], batch["attention_mask"]), dim=-1)  # (B + N, H)
+    scores = scale * queries @ texts.T  # (B, B + N)
+    positives, keys = batch["labels"], batch["text_keys"]
+    columns = torch.arange(texts.shape[0], device=scores.device)
+    same_text = (keys[None, :] == keys[positives][:, None]) & (columns[None, :] != positives[:, None])  # (B, B + N)
+    return F.cross_entropy(scores.masked_fill(same_text, float("-inf")), positives, reduction="sum")
+
+
+def _mean_pooled(model: torch.nn.Module, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+    """``(B, H)`` float32 means of the last hidden states over the attended tokens."""
+    hidden = model(input_ids=ids, attention_mask=attention).last_hidden_state.float()  # (B, T, H)
+    weights = attention.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)

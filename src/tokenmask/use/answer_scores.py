@@ -3,7 +3,7 @@
 Both compare normalised text: lower case, punctuation removed, the articles *a*, *an* and *the*
 removed as words, white space collapsed. F1 is over the normalised words (a bag: a word counts as
 often as it appears in both), and each question takes the best score over its gold answers; the
-set's scores are the means, in percent.
+set's scores are the means, as fractions (SQuAD prints them times 100).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def f1(prediction: str, gold: str) -> float:
 
 
 def answer_scores(predictions: Mapping[str, str], gold: Mapping[str, Sequence[str]]) -> dict[str, float]:
-    """``{"exact_match", "f1"}`` in percent over every question of ``gold`` (id -> its answers); a
+    """``{"exact_match", "f1"}``, fractions in [0, 1], over every question of ``gold`` (id -> its answers); a
     question without a prediction scores 0, as in the official evaluation.
 
     Raises:
@@ -58,4 +58,4 @@ def answer_scores(predictions: Mapping[str, str], gold: Mapping[str, Sequence[st
         predicted = predictions.get(question, "")
         totals["exact_match"] += max(exact_match(predicted, answer) for answer in answers)
         totals["f1"] += max(f1(predicted, answer) for answer in answers)
-    return {name: 100 * total / len(gold) for name, total in totals.items()}
+    return {name: total / len(gold) for name, total in totals.items()}

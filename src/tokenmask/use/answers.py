@@ -69,7 +69,7 @@ class AnswerEvaluation:
 
     Attributes:
         loss: mean cross-entropy of the answer's start and end tokens, per window.
-        exact_match, f1: SQuAD v1.1's scores in percent (:func:`~tokenmask.use.answer_scores.answer_scores`).
+        exact_match, f1: SQuAD v1.1's scores, as fractions (:func:`~tokenmask.use.answer_scores.answer_scores`).
         questions, windows: how many were scored.
     """
 

@@ -1,7 +1,9 @@
 """Sentence embeddings from an encoder, and cosine-similarity search over them.
 
 A text's vector is the mean of the encoder's last hidden states over its content tokens: the
-attended positions that are not special tokens (``[CLS]``, ``[SEP]``, ``<s>``, padding…). Unlike
+attended positions that are not special tokens (``[CLS]``, ``[SEP]``, ``<s>``, padding…). A
+sentence-transformers folder (``finetune --task retrieval`` writes one) is pooled as it says
+(:func:`saved_pooling`): the mean over every attended token, or the ``[CLS]`` state. Unlike
 the masked-LM code beside it, this runs the bare encoder (``AutoModel``): the prediction head of
 a pre-trained checkpoint is left unloaded. An index is a float32 ``.npy`` matrix, one row per
 text in input order, read back without ever unpickling.
@@ -13,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -26,6 +28,10 @@ from tokenmask.train.names import Checkpoint, resolve_checkpoint
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+Pooling = Literal["content", "mean", "cls"]
+"""How token states become a text's vector: the mean over the content tokens (special tokens left
+out), the mean over every attended token (sentence-transformers' ``mean``), or the first token's."""
 
 Progress = Callable[[int, int], None]
 """Called after each batch with ``(texts embedded so far, total texts)``."""
@@ -75,8 +81,9 @@ def embed_texts(
     max_length: int = 256,
     normalize: bool = True,
     progress: Progress | None = None,
+    pooling: Pooling = "content",
 ) -> np.ndarray:
-    """One vector per text: the mean of the last hidden states over its content tokens.
+    """One vector per text: the mean of the last hidden states over its content tokens (or as ``pooling`` says).
 
     Texts are tokenized once, truncated to ``max_length`` tokens (specials included), sorted
     longest first and batched, so a batch pads to about its own length; the rows come back in
@@ -95,6 +102,7 @@ def embed_texts(
             similarity (what retrieval and most vector stores expect). False keeps the plain
             means, whose length varies with the text.
         progress: called after each batch with ``(done, N)``.
+        pooling: :data:`Pooling`.
 
     Returns:
         float32 array (N, H), H the model's hidden size; (0, H) for no texts.
@@ -117,7 +125,7 @@ def embed_texts(
         done = 0
         for chosen in batched(order, batch_size):
             ids, attention = _pad([rows[i] for i in chosen], tokenizer.pad_token_id)  # (B, T) each
-            vectors[chosen] = _embed_batch(model, ids, attention, special, device=device, normalize=normalize)
+            vectors[chosen] = _embed_batch(model, ids, attention, special, device=device, normalize=normalize, pooling=pooling)
             done += len(chosen)
             if progress is not None:
                 progress(done, len(order))
@@ -132,16 +140,22 @@ def _embed_batch(
     *,
     device: torch.device,
     normalize: bool,
+    pooling: Pooling = "content",
 ) -> np.ndarray:
     """``(B, H)`` float32 vectors of a padded ``(B, T)`` batch: the mean of the last hidden
     states over each row's content tokens (not in ``special``), or over its special tokens when
-    it has none; unit length when ``normalize``."""
+    it has none (other ``pooling``: see :data:`Pooling`); unit length when ``normalize``."""
     import torch
 
-    hidden = model(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
-    keep = attention.bool() & ~torch.isin(ids, special)  # (B, T)
-    keep |= attention.bool() & ~keep.any(dim=1, keepdim=True)  # no content token: use the specials
-    pooled = mean_pool(hidden.float().cpu(), keep)  # (B, H)
+    hidden = model(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state.float().cpu()
+    if pooling == "cls":
+        pooled = hidden[:, 0]
+    else:
+        keep = attention.bool()  # (B, T)
+        if pooling == "content":
+            keep = keep & ~torch.isin(ids, special)
+            keep |= attention.bool() & ~keep.any(dim=1, keepdim=True)  # no content token: use the specials
+        pooled = mean_pool(hidden, keep)  # (B, H)
     if normalize:
         pooled = torch.nn.functional.normalize(pooled, dim=1)
     return pooled.numpy()
@@ -171,6 +185,32 @@ def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torc
         ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
         attention[i, : len(row)] = 1
     return ids, attention
+
+
+def saved_pooling(folder: str | Path) -> Pooling:
+    """The pooling a sentence-transformers folder declares (``modules.json`` and its Pooling module's
+    ``config.json``); ``"content"`` for any other folder.
+
+    Raises:
+        ValueError: a Pooling module other than mean or CLS (max, weighted mean…), which is not supported here.
+    """
+    import json
+
+    modules = Path(folder) / "modules.json"
+    if not modules.is_file():
+        return "content"
+    for module in json.loads(modules.read_text(encoding="utf-8")):
+        if str(module.get("type", "")).endswith("Pooling"):
+            config = json.loads((Path(folder) / module["path"] / "config.json").read_text(encoding="utf-8"))
+            # sentence-transformers 6 names the mode; earlier versions switch on one of pooling_mode_*
+            given = config.get("pooling_mode")
+            modes = {given} if isinstance(given, str) else {k for k, on in config.items() if k.startswith("pooling_mode") and on}
+            if modes <= {"mean", "pooling_mode_mean_tokens"} and modes:
+                return "mean"
+            if modes <= {"cls", "pooling_mode_cls_token"} and modes:
+                return "cls"
+            raise ValueError(f"{folder}: pooling {', '.join(sorted(map(str, modes)))} is not supported (mean or CLS only)")
+    return "content"
 
 
 def mean_pool(hidden: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -308,11 +348,13 @@ def embed_corpus(
         FileNotFoundError / ValueError: missing or empty input, unknown model, bad settings.
     """
     texts = read_corpus(inputs, text_field=text_field)
-    encoder, tokenizer = load_encoder(model, hub=hub)
+    checkpoint = resolve_checkpoint(model, hub=hub)
+    encoder, tokenizer = load_encoder(checkpoint, hub=hub)
     start = time.perf_counter()
     vectors = embed_texts(
-        encoder, tokenizer, texts, batch_size=batch_size, max_length=max_length, normalize=normalize, progress=progress
-    )
+        encoder, tokenizer, texts, batch_size=batch_size, max_length=max_length, normalize=normalize, progress=progress,
+        pooling=saved_pooling(checkpoint.folder),
+    )  # fmt: skip
     seconds = time.perf_counter() - start
     return EmbeddingRun(save_index(output, vectors), len(texts), vectors.shape[1], normalize, seconds)
 
@@ -349,8 +391,9 @@ def search_corpus(
             f"index {index} has {len(vectors):,} rows but the texts hold {len(corpus):,}: "
             "search the texts the index was built from"
         )
-    encoder, tokenizer = load_encoder(model, hub=hub)
-    (query_vector,) = embed_texts(encoder, tokenizer, [query], max_length=max_length)
+    checkpoint = resolve_checkpoint(model, hub=hub)
+    encoder, tokenizer = load_encoder(checkpoint, hub=hub)
+    (query_vector,) = embed_texts(encoder, tokenizer, [query], max_length=max_length, pooling=saved_pooling(checkpoint.folder))
     if vectors.shape[1] != len(query_vector):
         raise ValueError(
             f"index {index} has {vectors.shape[1]} dimensions but the model's hidden size is "
