@@ -169,16 +169,21 @@ def run_hf(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     bf16 = resolve_precision("auto", torch.device("cpu")) == "bf16"
 
     class Clock(TrainerCallback):
+        """Wall-clock seconds from the first step's start (the Trainer's own work between steps included, as
+        tokenmask's clock includes its loop's); stops the run at ``budget``."""
+
         def __init__(self, budget: float) -> None:
-            self.budget, self.trained, self.times, self.began = budget, 0.0, [], 0.0
+            self.budget, self.trained, self.times, self.began, self.last = budget, 0.0, [], None, 0.0
 
         def on_step_begin(self, args, state, control, **kwargs):
-            self.began = time.perf_counter()
+            self.began = self.began or time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
-            self.times.append(time.perf_counter() - self.began)
-            self.trained += self.times[-1]
-            control.should_training_stop = self.trained >= self.budget
+            now = time.perf_counter()
+            self.times.append(now - (self.last or self.began))
+            self.last, self.trained = now, now - self.began
+            if self.trained >= self.budget:  # never unset: the Trainer's own callback stops it at max_steps
+                control.should_training_stop = True
 
     def trainer(steps: int, clock: Clock) -> Trainer:
         torch.manual_seed(0)

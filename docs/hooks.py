@@ -62,7 +62,7 @@ API_PAGES = (
         "api/labelled.md",
         "Labelled data",
         "`tokenmask.labelled`: labelled data for fine-tuning: reading, alignment to sub-tokens, the length-grouped "
-        "sampler. The guide: [Fine-tuning](../finetuning.md).",
+        "sampler, questions and retrieval pairs. The guide: [Fine-tuning](../finetuning.md).",
         ("tokenmask.labelled",),
     ),
     ApiPage(
@@ -84,7 +84,8 @@ API_PAGES = (
     ApiPage(
         "api/use.md",
         "Using a model",
-        "`tokenmask.use`: evaluation at fixed masks, fill-mask, embeddings and search, the masking audit. "
+        "`tokenmask.use`: evaluation at fixed masks, fill-mask, answers and their SQuAD scores, embeddings, search "
+        "and retrieval scores (BM25 beside them), the masking audit. "
         "The guide: [Pre-training](../pretraining/index.md), [Embeddings and retrieval](../embeddings.md).",
         ("tokenmask.use",),
     ),

@@ -11,6 +11,7 @@ import yaml
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 import tokenmask.recipes.finetune as recipe
+import tokenmask.recipes.tasks as tasks
 from tokenmask.cli.main import main
 from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.recipes.config import FinetuneConfig
@@ -20,7 +21,7 @@ from tokenmask.settings import build
 from tokenmask.text.tokenizer import load_tokenizer
 from tokenmask.use.classifier_scores import evaluate_classifier
 
-REAL_LOSS, REAL_EVALUATE = recipe.classifier_loss_sum, recipe.evaluate_classifier
+REAL_LOSS, REAL_EVALUATE = tasks.classifier_loss_sum, tasks.evaluate_classifier
 
 
 def settings(model, data, output, **overrides):
@@ -66,7 +67,7 @@ def test_cli_finetune_writes_a_model_that_reloads_to_the_same_scores(
     config = settings(tiny_mlm_folder, data, out, group_by="movie" if kind == "classify" else None)
     tokenizer = load_tokenizer(out / "model")
     prepared = load_finetune_data(config, tokenizer)
-    validation = recipe.validation_batches(prepared.validation, tokenizer, 16)
+    validation = tasks.validation_batches(prepared.validation, tokenizer, 16)
     for folder, expected in (("model", results["final"]), ("best", results["best"])):
         model = auto.from_pretrained(out / folder, local_files_only=True)
         assert model.config.id2label == dict(enumerate(results["labels"]))
@@ -99,8 +100,8 @@ def spy_runs(monkeypatch, tiny_mlm_folder, data, output, **overrides):
         seen["eval"].extend(batches)
         return REAL_EVALUATE(model, batches, **kwargs)
 
-    monkeypatch.setattr(recipe, "classifier_loss_sum", loss)
-    monkeypatch.setattr(recipe, "evaluate_classifier", evaluate)
+    monkeypatch.setattr(tasks, "classifier_loss_sum", loss)
+    monkeypatch.setattr(tasks, "evaluate_classifier", evaluate)
     finetune(settings(tiny_mlm_folder, data, output, max_steps=3, eval_every=3, **overrides))
     return seen
 
@@ -136,7 +137,7 @@ def test_the_divergence_watch_halves_the_rate_through_the_loop(tiny_mlm_folder, 
         calls.append(1)
         return replace(REAL_EVALUATE(model, batches, **kwargs), loss=float(len(calls)))
 
-    monkeypatch.setattr(recipe, "evaluate_classifier", rising)
+    monkeypatch.setattr(tasks, "evaluate_classifier", rising)
     monkeypatch.setattr(recipe, "training_loss_between", lambda records, after, upto: 100.0 - upto)
     messages = []
     reporter = SimpleNamespace(message=messages.append, step=lambda *a: None)
@@ -205,7 +206,7 @@ def test_a_non_finite_step_is_skipped_in_fine_tuning_too(tiny_mlm_folder, review
         value = REAL_LOSS(model, batch)
         return value * float("nan") if len(calls) == 2 else value
 
-    monkeypatch.setattr(recipe, "classifier_loss_sum", nan_on_the_second_step)
+    monkeypatch.setattr(tasks, "classifier_loss_sum", nan_on_the_second_step)
     result = finetune(settings(tiny_mlm_folder, reviews_csv, tmp_path / "run", max_steps=4, eval_every=2))
     steps = [r for r in records_of(tmp_path / "run") if "loss" in r]
     assert [r["step"] for r in steps if "skipped" in r] == [2]

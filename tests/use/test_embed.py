@@ -389,7 +389,7 @@ def test_the_user_facing_names_are_exported_lazily():
 def test_a_sentence_transformers_folder_is_pooled_as_it_says(tmp_path, config, pooling):
     import json
 
-    from tokenmask.use.embed import saved_pooling
+    from tokenmask.train.models import saved_pooling
 
     assert saved_pooling(tmp_path) == "content"  # no modules.json: a plain encoder
     (tmp_path / "1_Pooling").mkdir()

@@ -84,20 +84,8 @@ def comparison_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list
     """Rows of one comparison (primary metric): the clean set first, then the corrupted ones."""
     columns = ["labels", "set", "point", "fraction", "augment", "against", "mean ± sd", "Δ (points, 95% CI)", "verdict"]
     ordered = sorted(rows, key=lambda r: (r["set"] != CLEAN, r["set"], size_order(r["size"])))
-    return columns, [
-        [
-            r["size"],
-            r["set"],
-            r["point"],
-            f"{r['fraction']:g}",
-            r["augment"],
-            against(r),
-            spread(r["values"]),
-            delta(r),
-            verdict(r),
-        ]
-        for r in ordered
-    ]
+    return columns, [[r["size"], r["set"], r["point"], f"{r['fraction']:g}", r["augment"], against(r), spread(r["values"]),
+                      delta(r), verdict(r)] for r in ordered]  # fmt: skip
 
 
 def against(row: Mapping[str, Any]) -> str:

@@ -19,12 +19,8 @@ CLEAN = "clean"  # the uncorrupted held-out set
 NARROW = 0.015
 """An interval's largest half-width (1.5 points of a 0–1 metric) that still shows "no measurable difference"."""
 BETTER, WORSE, NULL, WIDE, ONE_SEED = "better", "worse", "no measurable difference", "too wide to tell", "no interval"
-SCORED = {
-    "classify": ("accuracy", "macro_f1"),
-    "tokens": ("accuracy", "macro_f1", "span_f1"),
-    "qa": ("exact_match", "f1"),
-    "retrieval": ("recall@1", "mrr@10", "ndcg@10"),
-}
+SCORED = {"classify": ("accuracy", "macro_f1"), "tokens": ("accuracy", "macro_f1", "span_f1"), "qa": ("exact_match", "f1"),
+          "retrieval": ("recall@1", "mrr@10", "ndcg@10")}  # fmt: skip
 """What every held-out set is scored by, per task (higher is better); the last is the primary metric."""
 
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,

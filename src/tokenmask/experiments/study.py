@@ -60,10 +60,7 @@ class StudyConfig:
                 "max_tokens": "training tokens of each pre-training cell (the default when its settings give no limit)"},
     )  # fmt: skip
     tuning: FinetuneConfig = setting(
-        factory=lambda: FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=FINETUNE_STEPS)),
-        help="fine-tuning",
-        only=("task",),
-        reword={"task": "what every model is fine-tuned for: classify, tokens, qa or retrieval (builtin: squad)"},
+        factory=lambda: FinetuneConfig(loop=replace(FINETUNE_LOOP, max_steps=FINETUNE_STEPS)), help="fine-tuning", only=("task",)
     )
     pretrain_config: str | None = setting(
         None, metavar="FILE", help="YAML of every pre-training cell's settings (a pretrain run's OUTPUT/config.yaml is one)"

@@ -11,7 +11,7 @@ import json
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tokenmask.experiments.stats import CLEAN, SCORED
 from tokenmask.labelled.align import FinetuneData, encode_texts_with_labels
@@ -22,7 +22,7 @@ from tokenmask.recipes.config import FinetuneConfig
 from tokenmask.train.job import Reporter
 
 if TYPE_CHECKING:
-    from tokenmask.recipes.finetune import TaskData
+    from tokenmask.recipes.tasks import TaskData
 
 
 @dataclass
@@ -39,16 +39,13 @@ class TuningData:
 
     def training(self, size: int | None, seed: int) -> TaskData:
         """The data with its training side cut to a stratified sample drawn with ``seed`` (labels kept)."""
-        chosen, full = stratified_sample(self.strata, size, seed=seed), self.full
-        if not isinstance(full, FinetuneData):
-            return replace(full, train=[full.train[i] for i in chosen])
-        return replace(
-            full, train=[full.train[i] for i in chosen], train_counts=SideCounts.of([self.train_raw[i] for i in chosen])
-        )
+        chosen, full = stratified_sample(self.strata, size, seed=seed), cast(Any, self.full)  # mypy: replace() on a union
+        counts = {"train_counts": SideCounts.of([self.train_raw[i] for i in chosen])} if self.train_raw else {}
+        return replace(full, train=[full.train[i] for i in chosen], **counts)
 
     def corrupted_batches(self, seed: int, corruption: Corruption) -> list[dict[str, Any]]:
         """The held-out set with ``corruption`` drawn with ``seed``, collated as the clean one is."""
-        from tokenmask.recipes.finetune import validation_batches
+        from tokenmask.recipes.tasks import validation_batches
 
         key, full = (seed, corruption.name), self.full
         assert isinstance(full, FinetuneData)  # corrupted sets are a classifier's (Downstream.robustness)
@@ -65,12 +62,11 @@ class TuningData:
 
 def load_tuning_data(config: FinetuneConfig, tokenizer: Any) -> TuningData:
     """Read, split and encode the data of ``config`` with ``tokenizer`` (ValueError for data that cannot be)."""
-    from tokenmask.recipes.answering import load_question_data
     from tokenmask.recipes.finetune_data import load_finetune_split
-    from tokenmask.recipes.retrieval import load_retrieval_data
+    from tokenmask.recipes.tasks import load_task_data
 
-    if config.task in ("qa", "retrieval"):
-        data = (load_question_data if config.task == "qa" else load_retrieval_data)(config, tokenizer)
+    if config.task in ("qa", "retrieval"):  # one stratum; nothing to corrupt
+        data = load_task_data(config, tokenizer)
         return TuningData(data, [""] * len(data.train), [], [], tokenizer, config.loop.batch_size)
     full, train, validation = load_finetune_split(config, tokenizer)
     strata = [getattr(e, "label", "") for e in train] if config.task == "classify" else [""] * len(train)

@@ -14,11 +14,10 @@ rate. At the end it writes ``OUTPUT/results.json`` and, for classifiers, ``OUTPU
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -27,31 +26,21 @@ from accelerate.utils import extract_model_from_parallel
 from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.collate.stream import Shard
 from tokenmask.files import write_json
-from tokenmask.labelled.align import FinetuneData, LabelledExample
-from tokenmask.labelled.examples import LabelVocab
+from tokenmask.labelled.align import FinetuneData
 from tokenmask.labelled.sampler import LengthGroupedBatches
-from tokenmask.masking.config import IGNORE_INDEX
-from tokenmask.recipes.answering import QuestionData, load_question_data
 from tokenmask.recipes.config import FinetuneConfig, resumed_hub
-from tokenmask.recipes.finetune_data import load_finetune_data
 from tokenmask.recipes.retrieval import (
     RetrievalData,
-    collate_pairs,
-    distinct_positives,
-    load_retrieval_data,
     save_sentence_transformer,
 )
 from tokenmask.recipes.run_cards import FinetuneCards, tokens_at
+from tokenmask.recipes.tasks import BatchOrder, Scored, TaskData, TaskParts, load_task_data, task_parts
 from tokenmask.recipes.watch import DivergenceWatch, halved_rate, training_loss_between
 from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import load_state, save_model
 from tokenmask.train.classifier import (
-    Head,
-    classifier_loss_sum,
-    contrastive_loss_sum,
     load_classifier,
     load_classifier_tokenizer,
-    span_loss_sum,
 )
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
@@ -59,11 +48,8 @@ from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import train
 from tokenmask.train.models import check_fits
 from tokenmask.train.names import Checkpoint, resolve_checkpoint
-from tokenmask.train.step import LossFunction
-from tokenmask.use.answers import evaluate_answers, window_batches
-from tokenmask.use.classifier_scores import Evaluation, evaluate_classifier
+from tokenmask.use.classifier_scores import Evaluation
 from tokenmask.use.metrics import plot_confusion
-from tokenmask.use.retrieval import evaluate_retrieval
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -73,82 +59,6 @@ CONFUSION_FILE = "confusion.png"
 BEST_FOLDER = "best"
 _WATCH_FIELDS = ("train_loss", "divergence_streak", "divergence_warning", "augment_rate")
 """What :class:`_Tracker` adds to each evaluation's record (not metrics of the model)."""
-
-
-class Scored(Protocol):
-    """A task's evaluation: :class:`~tokenmask.use.classifier_scores.Evaluation` or
-    :class:`~tokenmask.use.answers.AnswerEvaluation`."""
-
-    def metrics(self) -> dict[str, float]: ...
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class TaskParts:
-    """What fine-tuning needs from its task, besides the loop.
-
-    Attributes:
-        train: the training examples: ``input_ids`` (and ``token_type_ids``), ``labels``, ``id``.
-        head: the head put on the encoder (:func:`~tokenmask.train.classifier.load_classifier`),
-            with ``labels`` to name for a classifier.
-        loss: ``(model, batch) -> summed loss``.
-        evaluate: ``model -> its evaluation`` on the held-out examples, never augmented.
-        order: ``(global batch size, seed) -> the batch order`` (default: grouped by length).
-        collate: ``(augmenter, examples) -> batch`` (default: the augmenter's batch).
-    """
-
-    train: Sequence[Mapping[str, Any]]
-    head: Head
-    labels: LabelVocab | None
-    loss: LossFunction
-    evaluate: Callable[[torch.nn.Module], Scored]
-    order: Callable[[int, int], BatchOrder] | None = None
-    collate: Callable[[MaskingAugmenter, list[Any]], dict[str, Any]] | None = None
-
-
-class BatchOrder(Protocol):
-    """Which examples form each batch of an epoch (:class:`~tokenmask.labelled.sampler.LengthGroupedBatches`)."""
-
-    def set_epoch(self, epoch: int) -> None: ...
-
-    def batches(self) -> list[list[int]]: ...
-
-
-TaskData = FinetuneData | QuestionData | RetrievalData
-"""A task's encoded examples: :func:`load_finetune_data`, :func:`load_question_data`, :func:`load_retrieval_data`."""
-
-
-def task_parts(data: TaskData, tokenizer: PreTrainedTokenizerBase, config: FinetuneConfig) -> TaskParts:
-    """The :class:`TaskParts` of ``data``'s task, its validation batches collated once.
-
-    Raises:
-        ValueError: no labelled validation example (every tagged word cut away).
-    """
-    batch_size = config.loop.batch_size
-    if isinstance(data, RetrievalData):
-        held_out, length = data.validation, config.max_length
-        return TaskParts(
-            data.train, "retrieval", None, partial(contrastive_loss_sum, scale=config.scale),
-            lambda model: evaluate_retrieval(model, tokenizer, held_out, scale=config.scale, max_length=length),
-            order=lambda size, seed: distinct_positives(data.train, size, seed), collate=collate_pairs,
-        )  # fmt: skip
-    if isinstance(data, QuestionData):
-        windows = data.validation_windows
-        batches = window_batches(windows, tokenizer, batch_size)
-        return TaskParts(
-            data.train, "qa", None, span_loss_sum, lambda model: evaluate_answers(model, windows, batches, data.validation)
-        )
-    if not any(np.any(np.asarray(e["labels"]) != IGNORE_INDEX) for e in data.validation):
-        raise ValueError(
-            "no labelled validation example to evaluate on: every tagged word lost its tokens (cut at --max-length?)"
-        )
-    validation = validation_batches(data.validation, tokenizer, batch_size)
-    task, labels = data.task, data.labels
-    return TaskParts(
-        data.train, task, labels, classifier_loss_sum,
-        lambda model: evaluate_classifier(model, validation, task=task, labels=labels),
-    )  # fmt: skip
 
 
 def loop_settings(config: FinetuneConfig, data: TaskData) -> LoopConfig:
@@ -328,15 +238,6 @@ def _training_batches(
     return batches
 
 
-def validation_batches(
-    examples: Sequence[LabelledExample], tokenizer: PreTrainedTokenizerBase, batch_size: int
-) -> list[dict[str, Any]]:
-    """Evaluation examples collated once, longest first, padded only: never augmented."""
-    padder = MaskingAugmenter(tokenizer, rate=0.0).eval()
-    order = LengthGroupedBatches([len(e["input_ids"]) for e in examples], batch_size, shuffle=False)
-    return [padder([examples[i] for i in indices]) for indices in order]
-
-
 # ---- the run -------------------------------------------------------------------------------
 
 
@@ -420,9 +321,8 @@ def finetune(
     Args:
         config: the run's settings.
         reporter: where progress and warnings go.
-        data: encoded examples (from :func:`load_finetune_data`, or :func:`load_question_data` for
-            ``qa``, with this model's tokenizer); None reads them from ``config``. Several runs on
-            the same data can share them.
+        data: encoded examples (:func:`~tokenmask.recipes.tasks.load_task_data` with this model's
+            tokenizer); None reads them from ``config``. Several runs on the same data can share them.
         command: the command line, as typed, for the model cards of OUTPUT/model and
             OUTPUT/best; None says the run came from the Python API.
 
@@ -432,12 +332,9 @@ def finetune(
     reporter = reporter if Shard.from_environment().is_main else QuietReporter()
     config, start = pin_revision(config)
     tokenizer = load_classifier_tokenizer(start)
+    reporter.message(describe(config))  # before the data: reading and cutting SQuAD takes half a minute
     if data is None:
-        loaders: dict[str, Callable[[FinetuneConfig, PreTrainedTokenizerBase], TaskData]] = {
-            "qa": load_question_data, "retrieval": load_retrieval_data,
-        }  # fmt: skip
-        data = loaders.get(config.task, load_finetune_data)(config, tokenizer)
-    reporter.message(describe(config))
+        data = load_task_data(config, tokenizer)
     reporter.message(data.describe())
     parts = task_parts(data, tokenizer, config)
     tracker, card = _Tracker(config), FinetuneCards(config, data, command)

@@ -6,16 +6,18 @@ takes the tokenizer saved there with :func:`saved_tokenizer`, and loads under
 :func:`quiet_load_report`, judging missing weights itself (:func:`encoder_keys`); ``minilm`` (the
 real all-MiniLM-L6-v2 encoder, which has no MLM head) gets a new head (:func:`load_minilm`).
 A model is paired with its own tokenizer (:func:`paired_tokenizer`) and checked to take its
-ids and lengths (:func:`check_fits`) before any training.
+ids and lengths (:func:`check_fits`) before any training. A sentence-transformers folder also
+says how its token states are pooled (:func:`saved_pooling`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from tokenmask.hub import TOKENIZER_FILES, HubConfig
 from tokenmask.text.resources import minilm_dir
@@ -310,3 +312,32 @@ def quiet_load_report():
         logging.set_verbosity(level)
         if bar:
             logging.enable_progress_bar()
+
+
+Pooling = Literal["content", "mean", "cls"]
+"""How token states become a text's vector: the mean over the content tokens (special tokens left
+out), the mean over every attended token (sentence-transformers' ``mean``), or the first token's."""
+
+
+def saved_pooling(folder: str | Path) -> Pooling:
+    """The pooling a sentence-transformers folder declares (``modules.json`` and its Pooling module's
+    ``config.json``); ``"content"`` for any other folder.
+
+    Raises:
+        ValueError: a Pooling module other than mean or CLS (max, weighted mean…), which is not supported here.
+    """
+    modules = Path(folder) / "modules.json"
+    if not modules.is_file():
+        return "content"
+    for module in json.loads(modules.read_text(encoding="utf-8")):
+        if str(module.get("type", "")).endswith("Pooling"):
+            config = json.loads((Path(folder) / module["path"] / "config.json").read_text(encoding="utf-8"))
+            # sentence-transformers 6 names the mode; earlier versions switch on one of pooling_mode_*
+            given = config.get("pooling_mode")
+            modes = {given} if isinstance(given, str) else {k for k, on in config.items() if k.startswith("pooling_mode") and on}
+            if modes <= {"mean", "pooling_mode_mean_tokens"} and modes:
+                return "mean"
+            if modes <= {"cls", "pooling_mode_cls_token"} and modes:
+                return "cls"
+            raise ValueError(f"{folder}: pooling {', '.join(sorted(map(str, modes)))} is not supported (mean or CLS only)")
+    return "content"

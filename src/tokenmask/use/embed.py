@@ -15,23 +15,26 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tokenmask.blocks.pack import batched
 from tokenmask.files import atomic_file
 from tokenmask.hub import HubConfig
-from tokenmask.train.models import open_checkpoint, position_limit, require_encoder_weights, saved_tokenizer
+from tokenmask.train.models import (
+    Pooling,
+    open_checkpoint,
+    position_limit,
+    require_encoder_weights,
+    saved_pooling,
+    saved_tokenizer,
+)
 from tokenmask.train.names import Checkpoint, resolve_checkpoint
 
 if TYPE_CHECKING:  # torch / transformers load where used, so `tokenmask --help` stays quick
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-Pooling = Literal["content", "mean", "cls"]
-"""How token states become a text's vector: the mean over the content tokens (special tokens left
-out), the mean over every attended token (sentence-transformers' ``mean``), or the first token's."""
 
 Progress = Callable[[int, int], None]
 """Called after each batch with ``(texts embedded so far, total texts)``."""
@@ -185,32 +188,6 @@ def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torc
         ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
         attention[i, : len(row)] = 1
     return ids, attention
-
-
-def saved_pooling(folder: str | Path) -> Pooling:
-    """The pooling a sentence-transformers folder declares (``modules.json`` and its Pooling module's
-    ``config.json``); ``"content"`` for any other folder.
-
-    Raises:
-        ValueError: a Pooling module other than mean or CLS (max, weighted mean…), which is not supported here.
-    """
-    import json
-
-    modules = Path(folder) / "modules.json"
-    if not modules.is_file():
-        return "content"
-    for module in json.loads(modules.read_text(encoding="utf-8")):
-        if str(module.get("type", "")).endswith("Pooling"):
-            config = json.loads((Path(folder) / module["path"] / "config.json").read_text(encoding="utf-8"))
-            # sentence-transformers 6 names the mode; earlier versions switch on one of pooling_mode_*
-            given = config.get("pooling_mode")
-            modes = {given} if isinstance(given, str) else {k for k, on in config.items() if k.startswith("pooling_mode") and on}
-            if modes <= {"mean", "pooling_mode_mean_tokens"} and modes:
-                return "mean"
-            if modes <= {"cls", "pooling_mode_cls_token"} and modes:
-                return "cls"
-            raise ValueError(f"{folder}: pooling {', '.join(sorted(map(str, modes)))} is not supported (mean or CLS only)")
-    return "content"
 
 
 def mean_pool(hidden: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:

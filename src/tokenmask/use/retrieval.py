@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tokenmask.labelled.pairs import RetrievalSet
-from tokenmask.use.embed import Pooling, embed_texts
+from tokenmask.train.models import Pooling
+from tokenmask.use.embed import embed_texts
 from tokenmask.use.evaluate import evaluating
 
 if TYPE_CHECKING:
