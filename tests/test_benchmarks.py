@@ -58,3 +58,15 @@ def test_the_cache_benchmark_runs_tiny(tmp_path, tmp_path_factory):
     assert one["processes"] == 1 and two["processes"] >= 3  # the build, the fork server, the workers
     assert "same blocks" in finished.stdout and " NO" not in finished.stdout
     assert list(scratch.iterdir()) == []  # the corpus is deleted
+
+
+def test_the_question_answering_benchmark_runs_tiny(tmp_path):
+    """Both sides of benchmarks/qa.py on 64 SQuAD questions for a few seconds each, scored on 4."""
+    out = tmp_path / "qa.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "qa.py"), "--tiny", "--json", str(out)]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(out.read_text())
+    for side in ("ours", "hf"):
+        assert result[side]["steps"] >= 1 and 0 <= result[side]["exact_match"] <= result[side]["f1"] <= 100
+    assert "HF Trainer (run_qa.py)" in finished.stdout
