@@ -44,7 +44,10 @@ def main() -> None:
     rows["BM25 (bm25s)"] = {"scores": bm25_scores(held_out), "seconds": time.perf_counter() - began}
     encoder, tokenizer = load_encoder("minilm", device="cpu")
     began = time.perf_counter()
-    rows["MiniLM as it is"] = {"scores": evaluate_retrieval(encoder, tokenizer, held_out).scores, "seconds": time.perf_counter() - began}
+    rows["MiniLM as it is"] = {
+        "scores": evaluate_retrieval(encoder, tokenizer, held_out).scores,
+        "seconds": time.perf_counter() - began,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         config = build(FinetuneConfig, {
             "task": "retrieval", "model": "minilm", "output": str(Path(tmp) / "run"), "batch_size": args.batch_size,
