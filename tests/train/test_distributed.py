@@ -106,3 +106,26 @@ def test_a_streaming_run_on_two_processes_resumes_exactly(corpus, tmp_path):
     assert [r["loss"] for r in step_records(cut)] == [r["loss"] for r in step_records(whole)]
     for name, tensor in load_file(whole / "model" / "model.safetensors").items():
         assert torch.equal(load_file(cut / "model" / "model.safetensors")[name], tensor), name
+
+
+def test_retrieval_trains_on_two_processes(tmp_path, bert_tokenizer):
+    """In-batch negatives under DDP: BERT's pooler, which mean-pooled vectors leave unused, must not stall the
+    gradient reduction (it is frozen); each process contrasts its own half of the global batch."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    model = tmp_path / "tiny"
+    BertForMaskedLM(BertConfig(vocab_size=len(bert_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64)).save_pretrained(model)  # fmt: skip
+    bert_tokenizer.save_pretrained(model)
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"query": f"who holds castle {i}?", "positive": f"castle {i} is held by lord {i * 7 % 13}"} for i in range(64)]
+    pairs.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    command = [*launcher, "-m", "tokenmask", "finetune", str(pairs), "--task", "retrieval", "--model", str(model),
+               "--output", str(tmp_path / "out"), "--batch-size", "4", "--max-steps", "3", "--eval-every", "3",
+               "--max-length", "32", "--cpu", "--precision", "fp32"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == [1, 2, 3] and (tmp_path / "out" / "model" / "modules.json").exists()
