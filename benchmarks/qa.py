@@ -33,8 +33,6 @@ from typing import Any
 
 import numpy as np
 
-RESULT_KEYS = ("exact_match", "f1", "steps", "train_seconds", "windows_seen")
-
 
 def squad_slices(train_questions: int | None, eval_questions: int):
     from tokenmask.labelled.questions import read_questions, squad_file

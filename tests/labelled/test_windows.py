@@ -30,6 +30,17 @@ def test_a_long_context_is_cut_into_overlapping_windows_labelled_where_they_hold
     assert all(o is None for o in first.offsets[:4])  # [CLS] where ? [SEP]: not the context
 
 
+def test_a_question_too_long_for_its_windows_is_cut_to_leave_the_context_more_than_the_stride(bert_tokenizer):
+    # 14 tokens of question in windows of 16 sharing 4: 16 - 3 specials - 4 - 1 = 8 question tokens kept, so each
+    # window gets 5 context tokens (the fast tokenizer refuses a window whose context is not over the stride)
+    long = Question("q3", "who " * 13 + "won?", CONTEXT, (Answer("Santa Clara", 49),))
+    windows = question_windows([long, WON], bert_tokenizer, max_length=16, stride=4)
+    cut = [w for w in windows if w.question == "q3"]
+    assert cut and all(w.cut and len(w.input_ids) <= 16 and sum(o is None for o in w.offsets) == 8 + 3 for w in cut)
+    assert not any(w.cut for w in windows if w.question == "q1")
+    assert any(CONTEXT[w.offsets[w.start][0] : w.offsets[w.end][1]] == "Santa Clara" for w in cut if w.start)
+
+
 def test_an_answer_cut_by_a_window_labels_the_window_that_holds_it_whole(bert_tokenizer):
     windows = question_windows([WON], bert_tokenizer, max_length=10, stride=2)
     held = [w for w in windows if (w.start, w.end) != (0, 0)]

@@ -22,7 +22,8 @@ from tokenmask.labelled.questions import Answer, Question
 @dataclass(frozen=True)
 class Window:
     """One model input: ``offsets[i]`` is the (start, end) characters of token ``i`` in the context,
-    None for the question's tokens and the special ones; ``start``/``end`` are the answer's tokens."""
+    None for the question's tokens and the special ones; ``start``/``end`` are the answer's tokens;
+    ``cut``: the question was cut to fit (:func:`question_room`)."""
 
     question: str
     input_ids: list[int]
@@ -30,6 +31,7 @@ class Window:
     offsets: list[tuple[int, int] | None]
     start: int
     end: int
+    cut: bool = False
 
     def feature(self, example_id: int) -> dict[str, Any]:
         """The window as a training example: ``labels`` ``[start, end]``, the answer's tokens protected
@@ -63,7 +65,8 @@ def question_windows(questions: Sequence[Question], tokenizer: Any, *, max_lengt
         offsets = [tuple(span) if side == 1 else None for span, side in zip(encoded["offset_mapping"][number], sides)]
         start, end = _answer_tokens(offsets, question.answers[0]) if question.answers else (0, 0)
         types = encoded["token_type_ids"][number] if "token_type_ids" in encoded else None
-        windows.append(Window(question.id, encoded["input_ids"][number], types, offsets, start, end))
+        cut = asked[index] != question.question
+        windows.append(Window(question.id, encoded["input_ids"][number], types, offsets, start, end, cut))
     return windows
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from tokenmask.blocks.shard import is_validation
 from tokenmask.labelled.questions import SQUAD, Question, read_questions, squad_file
-from tokenmask.labelled.windows import Window, fitted_questions, question_room, question_windows
+from tokenmask.labelled.windows import Window, question_windows
 from tokenmask.recipes.config import FinetuneConfig
 
 if TYPE_CHECKING:
@@ -112,16 +112,15 @@ def load_question_data(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBas
     length, stride = config.max_length, config.doc_stride
     validation_windows = question_windows(validation, tokenizer, max_length=length, stride=stride)
     features: list[dict[str, Any]] = []
+    cut = {w.question for w in validation_windows if w.cut}
     for first in range(0, len(train), _CHUNK):
         for window in question_windows(train[first : first + _CHUNK], tokenizer, max_length=length, stride=stride):
+            if window.cut:
+                cut.add(window.question)
             feature = window.feature(len(features))
             for key in ("input_ids", "token_type_ids"):
                 if key in feature:
                     feature[key] = np.asarray(feature[key], dtype=np.int32)
             features.append(feature)
     outside = sum(f["labels"][0] == 0 for f in features)
-    room = question_room(tokenizer, length, stride)
-    cut = sum(
-        text != q.question for side in (train, validation) for text, q in zip(fitted_questions(side, tokenizer, room), side)
-    )
-    return QuestionData(features, validation, validation_windows, source, len(train), outside, length, stride, cut)
+    return QuestionData(features, validation, validation_windows, source, len(train), outside, length, stride, len(cut))

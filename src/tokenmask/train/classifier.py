@@ -87,8 +87,8 @@ def load_classifier(
         notes.append(f"{name}: checkpoint tensors not used: {named(unused)}")
     if task == "retrieval" and getattr(model, "pooler", None) is not None:
         model.pooler.requires_grad_(False)  # vectors are mean-pooled states: no gradient for DDP to wait on
-    head = {"classify": "classifier", "tokens": "classifier", "qa": "qa_outputs", "retrieval": "-"}[task]
-    return LoadedModel(model, tuple(notes), new_head=any(key.split(".")[0] == head for key in missing))
+    head = {"classify": "classifier", "tokens": "classifier", "qa": "qa_outputs"}.get(task)  # retrieval: the encoder alone
+    return LoadedModel(model, tuple(notes), new_head=head is not None and any(key.split(".")[0] == head for key in missing))
 
 
 def model_inputs(batch: dict[str, Any]) -> dict[str, torch.Tensor]:

@@ -22,8 +22,9 @@ import torch.nn.functional as F
 from tokenmask.hub import HubConfig
 from tokenmask.labelled.questions import Question
 from tokenmask.labelled.windows import Window, question_windows
-from tokenmask.train.classifier import load_classifier, load_classifier_tokenizer, model_inputs
-from tokenmask.train.names import Checkpoint
+from tokenmask.train.classifier import load_classifier, model_inputs
+from tokenmask.train.models import saved_tokenizer
+from tokenmask.train.names import Checkpoint, resolve_checkpoint
 from tokenmask.use.answer_scores import answer_scores
 from tokenmask.use.evaluate import evaluating, inference_device, tensors_on
 
@@ -153,8 +154,8 @@ def answer_question(
     """
     if not question.strip() or not context.strip():
         raise ValueError("give a question and a context, both with some text")
-    tokenizer = load_classifier_tokenizer(model, hub=hub)
-    loaded = load_classifier(model, task="qa", hub=hub)
+    checkpoint = resolve_checkpoint(model, hub=hub)
+    tokenizer, loaded = saved_tokenizer(checkpoint), load_classifier(checkpoint, task="qa", hub=hub)
     if loaded.new_head:
         raise ValueError(f"{model} has no question-answering head: its spans would be random; fine-tune it first (--task qa)")
     windows = question_windows([Question("0", question, context, ())], tokenizer, max_length=max_length, stride=stride)

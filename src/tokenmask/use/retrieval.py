@@ -87,9 +87,8 @@ def evaluate_retrieval(
     import torch
 
     with evaluating(model):
-        kwargs = {"pooling": pooling, "max_length": max_length, "batch_size": batch_size}
-        queries = embed_texts(model, tokenizer, held_out.queries, **kwargs)  # type: ignore[arg-type]
-        corpus = embed_texts(model, tokenizer, held_out.corpus, **kwargs)  # type: ignore[arg-type]
+        queries, corpus = [embed_texts(model, tokenizer, texts, pooling=pooling, max_length=max_length, batch_size=batch_size)  # type: ignore[arg-type]  # any encoder module
+                           for texts in (held_out.queries, held_out.corpus)]  # fmt: skip
     similarity = torch.from_numpy(queries) @ torch.from_numpy(corpus).T  # (Q, D)
     loss = torch.nn.functional.cross_entropy(scale * similarity, torch.tensor(held_out.relevant))
     scores = ranking_scores(top_rows(queries, corpus), held_out.relevant)
