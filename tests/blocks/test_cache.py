@@ -108,3 +108,19 @@ def test_a_real_full_disk_in_worker_processes(bert_tokenizer, lines, small_disk,
     assert " 0.0 KiB free there now" in str(raised.value)
     assert snapshot(small_disk) == before and kept.cache is not None
     assert [p.name for p in (small_disk / "blocks").iterdir()] == [os.path.basename(kept.cache)]
+
+
+def test_the_cache_key_ignores_the_truncation_a_previous_call_left_on_the_tokenizer(lines, tmp_path):
+    """A fast tokenizer keeps the truncation and padding of its last call (question windows leave a stride set);
+    blocks built before and after such a call share one cache entry."""
+    from tokenmask.blocks.cache import tokenizer_fingerprint
+    from tokenmask.text.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer("bert-base-uncased")  # not the session's: this one is changed
+    before = build_blocks(lines[:200], tokenizer, block_length=32, validation_share=0.1, cache_dir=tmp_path)
+    key = tokenizer_fingerprint(tokenizer)
+    tokenizer(["who?"], ["the king won"], truncation="only_second", max_length=16, stride=4, return_overflowing_tokens=True)
+    assert tokenizer.backend_tokenizer.truncation is not None  # the state the key must not see
+    assert tokenizer_fingerprint(tokenizer) == key
+    after = build_blocks(lines[:200], tokenizer, block_length=32, validation_share=0.1, cache_dir=tmp_path)
+    assert after.from_cache and after.cache == before.cache

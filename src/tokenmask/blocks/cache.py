@@ -49,13 +49,16 @@ def cache_key(settings: Mapping[str, Any]) -> str:
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """A hash of what decides the encoding: the full fast-tokenizer definition (vocabulary,
     merges, normalizer, pre-tokenizer, added tokens) or, for a slow one, its vocabulary; plus
-    the class and the start / separator ids the packer uses."""
+    the class and the start / separator ids the packer uses. Not the backend's truncation and
+    padding: the last call that asked for them leaves them set (windows of a question, say), and
+    encoding sets its own."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(type(tokenizer).__name__.encode("utf-8"))
     digest.update(json.dumps(frame_ids(tokenizer)).encode("utf-8"))
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        digest.update(backend.to_str().encode("utf-8"))
+        definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+        digest.update(json.dumps(definition, sort_keys=True).encode("utf-8"))
     else:
         digest.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode("utf-8"))
     return digest.hexdigest()
