@@ -23,6 +23,7 @@ from tokenmask.train.presets import DETECTOR_FAMILIES, PRESETS, detector_presets
 
 EvalMasking = Literal["own", "common"]
 Objective = Literal["mlm", "rtd"]
+Packing = Literal["blocks", "documents"]
 
 COMMON_EVAL_MASKING = MaskingConfig()
 """The masking of ``eval_masking="common"`` (at the run's ``eval_mlm_probability``): token-level,
@@ -74,6 +75,11 @@ class PretrainConfig:
         help="static masking: only this many different masks per block, reused in turn (none = new masks every epoch)",
         ge=1,
         advanced=True,
+    )
+    packing: Packing = setting(
+        "blocks",
+        help="what a token of a packed block attends to: blocks = the whole block, across documents (BERT's); "
+        "documents = its own document, positions restarting at each (ModernBERT's)",
     )
     mlm_probability_end: float | None = setting(
         None,

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from tokenmask.blocks.load import load_phrases
-from tokenmask.blocks.pack import batched
+from tokenmask.blocks.pack import batched, frame_ids
 from tokenmask.collate.collator import MaskingCollator
 from tokenmask.collate.stream import Shard
 from tokenmask.masking.config import MaskingConfig
@@ -38,6 +38,7 @@ from tokenmask.text.token_tables import require_mask_token
 from tokenmask.text.tokenizer import tokenizer_commit
 from tokenmask.train.checkpoint import save_model
 from tokenmask.train.detector import ReplacedTokenDetector, detection_loss_sum, masked_lm
+from tokenmask.train.documents import keep_documents_apart
 from tokenmask.train.heads import head_support
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.loop import train
@@ -217,7 +218,23 @@ def _model(
             config.preset, vocab_size=len(tokenizer), max_length=config.blocks.max_length, pad_token_id=tokenizer.pad_token_id
         )
     head_note = ("generator's " if detecting else "") + head_support(masked_lm(model)).note  # slower, not wrong, if unknown
-    return model, (*notes, head_note)
+    return model, (*notes, *_packing_notes(config, model, tokenizer), head_note)
+
+
+def _packing_notes(config: PretrainConfig, model: torch.nn.Module, tokenizer: Any) -> tuple[str, ...]:
+    """Keep packed documents apart (``packing="documents"``) where the model allows it; else say why not."""
+    if config.packing == "blocks":
+        return ()
+    separator = frame_ids(tokenizer)[1]
+    if config.objective == "rtd":
+        why: str | None = "replaced-token detection is not covered"
+    elif separator is None:
+        why = "the tokenizer has no separator token to end documents with"
+    else:
+        why = keep_documents_apart(model, separator=separator)
+    if why is None:
+        return ("packing: each document attends to itself only, positions restarting at each",)
+    return (f"packing: documents share attention within a block here ({why})",)
 
 
 def _job(

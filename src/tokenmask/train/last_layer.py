@@ -5,7 +5,8 @@ position's output depends on the other positions only through their keys and val
 layer computes keys and values for every token, and queries, attention, output projection
 and feed-forward for the targets alone (at 15% masking, about 30% of the layer's work); the
 loss and its gradients are the full layer's. The sparse head (:mod:`.heads`) takes the rest.
-The attention runs through ``F.scaled_dot_product_attention`` for both SDPA and eager models:
+The attention runs through ``F.scaled_dot_product_attention`` for SDPA, eager and document-aware
+(:mod:`.documents`) models:
 with SDPA the numbers are the same, with eager equal up to rounding (about 1e-7 in fp32).
 The last layer's attention weights (``output_attentions``) are not computed.
 
@@ -29,7 +30,9 @@ import torch.nn.functional as F
 import transformers
 from torch import nn
 
-_ATTENTION = frozenset({"sdpa", "eager"})  # the mask is a dense (B, 1, T, T) tensor or None
+from tokenmask.train.documents import ATTENTION, document_mask
+
+_ATTENTION = frozenset({"sdpa", "eager", ATTENTION})  # the mask is a dense (B, 1, T, T) tensor or None
 _TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) == 5
 
 
@@ -131,6 +134,9 @@ def last_layer_at_targets(encoder: nn.Module, targets: torch.Tensor) -> Iterator
     positions, valid = query_positions(targets)
 
     def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any, **kwargs: Any):
+        if kwargs.get("cu_seq_lens_q") is not None:  # documents kept apart (:mod:`.documents`)
+            batch, length = hidden_states.shape[:2]
+            attention_mask = document_mask(kwargs["cu_seq_lens_q"], batch, length, attention_mask)
         queries = _query_mask(attention_mask, positions, valid)
         out = on_targets(layer, hidden_states, positions, queries, kwargs.get("position_embeddings"))  # (B, Q, H)
         return scatter_rows(out, positions, valid, hidden_states.shape[1])
