@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tokenmask.blocks.config import BlocksConfig
+from tokenmask.collate.rate import parse_phases
 from tokenmask.hub import HubConfig
 from tokenmask.masking.config import MaskingConfig
 from tokenmask.settings import build, check, flatten, setting
@@ -88,6 +89,14 @@ class PretrainConfig:
         le=1.0,
         advanced=True,
     )
+    mlm_phases: tuple[str, ...] = setting(
+        (),
+        separator=",",
+        metavar="SHARE:RATE",
+        help="masking rate by phase: from SHARE of the run on, mask at RATE; after --mlm-probability 0.3, "
+        "0.6:0.15,0.9:0.05 steps down to 0.15 and then 0.05, as mmBERT",
+        advanced=True,
+    )
     eval_mlm_probability: float = setting(
         0.15,
         help="masking rate of the fixed evaluation masks (the same for every recipe, so runs compare)",
@@ -137,6 +146,11 @@ class PretrainConfig:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         _check_streamable(self)
         _check_objective(self)
+        parse_phases(self.mlm_phases)
+        if self.loop.decay_from is not None and (self.init is not None or self.objective != "mlm"):
+            raise ValueError("decay_from starts from its own checkpoint, for --objective mlm: give no --init")
+        if self.mlm_phases and self.mlm_probability_end is not None:
+            raise ValueError("mlm_phases and mlm_probability_end are two schedules of the masking rate: give one")
         object.__setattr__(self, "loop", self.loop.with_default_limit())  # frozen: the one resolved default
 
     def with_loop(self, **changes: Any) -> PretrainConfig:
@@ -222,7 +236,7 @@ class FinetuneConfig:
     read) and the loop's limits; with none of them, after 9 minutes.
     """
 
-    loop: LoopConfig = setting(factory=lambda: FINETUNE_LOOP, help="the training loop")
+    loop: LoopConfig = setting(factory=lambda: FINETUNE_LOOP, help="the training loop", exclude=("decay_from",))
     data: tuple[str, ...] = setting(
         (),
         positional=True,

@@ -103,7 +103,8 @@ def pin_revision(config: PretrainConfig) -> tuple[PretrainConfig, Checkpoint | N
         config,
         hub=resumed_hub(config.hub, config.loop, config.init or config.tokenizer, key="init" if config.init else "tokenizer"),
     )
-    start = resolve_checkpoint(config.init, hub=config.hub) if config.init else None
+    source = config.init or config.loop.decay_from  # a decay run starts from its stable run's checkpoint
+    start = resolve_checkpoint(source, hub=config.hub) if source else None
     commit = start.commit if start is not None else tokenizer_commit(config.tokenizer, hub=config.hub)
     return (config if commit is None else replace(config, hub=replace(config.hub, revision=commit))), start
 
@@ -300,6 +301,6 @@ def _job(
     job = Job(
         model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=loss, before_step=before_step,
         card=pretrain_card(config, data, command), position=data.position,
-        follows_horizon=config.mlm_probability_end is not None, per_token_loss=detecting,
+        follows_horizon=rate_schedule(config, None) is not None, per_token_loss=detecting,
     )  # fmt: skip
     return job, (pretrain_card(config, data, command, part="generator") if detecting else None)

@@ -21,7 +21,7 @@ from tokenmask.blocks.load import load_blocks
 from tokenmask.blocks.streamed import held_out_blocks
 from tokenmask.collate.chunked import ChunkBatches, RatedStream, StreamPosition, positioned_batches
 from tokenmask.collate.collator import MaskingCollator
-from tokenmask.collate.rate import RateSchedule
+from tokenmask.collate.rate import RateSchedule, parse_phases
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.text.streaming import DocumentStream
@@ -189,14 +189,15 @@ def _corpus_name(config: PretrainConfig) -> str:
 
 def rate_schedule(config: PretrainConfig, horizon: int | None) -> RateSchedule | None:
     """The run's masking-rate schedule, over the learning-rate schedule's ``horizon`` (None until
-    it is fitted: the start rate meanwhile); None for a constant rate (no ``mlm_probability_end``).
+    it is fitted: the start rate meanwhile); None for a constant rate (no ``mlm_probability_end``
+    nor ``mlm_phases``).
 
     ``--mlm-probability 0.3 --mlm-probability-end 0.1``, horizon 8: step 2 masks at 0.25.
     """
-    if config.mlm_probability_end is None:
+    if config.mlm_probability_end is None and not config.mlm_phases:
         return None
-    start = config.masking.selection.mlm_probability
-    return RateSchedule(start, config.mlm_probability_end, horizon=horizon, grad_accum=config.loop.grad_accum)
+    start, phases = config.masking.selection.mlm_probability, parse_phases(config.mlm_phases)
+    return RateSchedule(start, config.mlm_probability_end, horizon=horizon, grad_accum=config.loop.grad_accum, phases=phases)
 
 
 def loader_workers(config: PretrainConfig, device: torch.device) -> int:

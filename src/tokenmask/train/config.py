@@ -34,7 +34,24 @@ class LoopConfig:
     lr: float = setting(2e-3, help="peak learning rate (AdamW)", gt=0.0)
     weight_decay: float = setting(0.01, help="AdamW weight decay (never on biases and norms)", ge=0.0, advanced=True)
     warmup: float = setting(0.06, help="share of steps spent warming the learning rate up", ge=0.0, lt=1.0)
-    schedule: Literal["linear", "cosine"] = setting("linear", help="decay after warm-up", advanced=True)
+    schedule: Literal["linear", "cosine", "sqrt"] = setting(
+        "linear", help="the decay's shape: linear, cosine, or sqrt (1 - √progress, mmBERT's)", advanced=True
+    )
+    decay: float = setting(
+        1.0,
+        help="share of the run, at its end, over which the learning rate decays; before it, after the warm-up, it holds "
+        "at its peak (below 1: warm-up/stable/decay, ModernBERT's WSD; 0.1 decays over the last tenth)",
+        gt=0.0,
+        le=1.0,
+        advanced=True,
+    )
+    decay_from: str | None = setting(
+        None,
+        help="run only the decay of a warm-up/stable run, from one of its checkpoints (OUTPUT/checkpoints/step-N): its "
+        "model and optimizer state; the learning rate falls from --lr over this run's limit, in --schedule's shape, on "
+        "this run's corpus (which may be new), read from the start",
+        advanced=True,
+    )
     layer_decay: float = setting(
         1.0,
         help="layer-wise learning-rate decay: encoder layer i of L trains at lr × layer_decay^(L+1−depth) "

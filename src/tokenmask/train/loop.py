@@ -40,6 +40,7 @@ from tokenmask.train.runs import (
     restore_run_state,
     resume_checkpoint,
     save_run_state,
+    start_decay,
     trim_metrics,
     write_settings,
 )  # fmt: skip
@@ -96,6 +97,8 @@ def train(
         restore_run_state(
             checkpoint, optimizer, schedule, result, shard, reporter, scaler=accelerator.scaler, position=job.position
         )
+    elif config.decay_from is not None:
+        start_decay(Path(config.decay_from), optimizer, config.lr, reporter)
     scheduler = lr_scheduler(optimizer, schedule, config, result.steps)
     head_warmup = HeadWarmup(model, config.head_warmup_steps, freeze=shard.world == 1)
     # asked for before OUTPUT is written: a job refuses data that fill no batch here

@@ -187,6 +187,25 @@ def restore_run_state(
     reporter.message(f"resuming from {checkpoint} (step {result.steps}, {result.seconds / 60:.1f} min trained)")
 
 
+def start_decay(checkpoint: Path, optimizer: torch.optim.Optimizer, lr: float, reporter: Reporter) -> None:
+    """Begin a decay run (``decay_from``) with the optimizer state of a stable run's ``checkpoint``:
+    Adam's moments, and the peak learning rate ``lr`` (said when the stable run's differs).
+
+    Raises:
+        ValueError: the checkpoint's optimizer is not this model's (other parameter groups).
+    """
+    saved = load_state(checkpoint)["optimizer"]
+    if len(saved["param_groups"]) != len(optimizer.param_groups):
+        raise ValueError(f"{checkpoint}'s optimizer has other parameter groups: decay it with the stable run's settings")
+    optimizer.load_state_dict(saved)
+    peak = saved["param_groups"][0].get("initial_lr", lr)
+    for group in optimizer.param_groups:
+        group["lr"] = group["initial_lr"] = lr  # LambdaLR's base: the schedule's multipliers apply to it
+    if peak != lr:
+        reporter.message(f"decaying from --lr {lr:g}; the stable run's peak was {peak:g}")
+    reporter.message(f"decay from {checkpoint}: its model and optimizer state")
+
+
 def _check_data_position(checkpoint: Path, saved: list[dict[str, Any]] | None, needed: bool, world: int) -> None:
     if needed and saved is None:
         raise ValueError(f"{checkpoint} holds no stream position (written by a run without --streaming): resume without it")

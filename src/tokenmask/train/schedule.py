@@ -1,6 +1,8 @@
 """The learning-rate schedule and how it is fitted to a run's limits (steps, tokens, time).
 
-Warm-up then linear or cosine decay over a *horizon* of optimizer steps. With only a step
+Warm-up, a stable peak, then a linear, cosine or 1 − √ decay over the last ``decay`` share of a
+*horizon* of optimizer steps (``decay`` 1: no stable phase; below 1, warm-up/stable/decay); a
+``decay_from`` run is the decay alone. With only a step
 limit the horizon is known at the start; with a token or time limit it is fitted as the pace
 becomes known (:class:`Pace`), and for a time limit refitted at every evaluation, so the decay
 ends when the time does.
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class Schedule:
-    """Warm-up then linear or cosine decay over ``horizon`` optimizer steps.
+    """Warm-up, stable, then decay over ``horizon`` optimizer steps.
 
     With only ``max_steps``, the horizon is known from the start. With a token or time limit
     it is unknown until :meth:`fit` (a 100-step provisional warm-up runs meanwhile); the first
@@ -29,6 +31,8 @@ class Schedule:
         self.config, self.horizon = config, config.max_steps
         self.fitted = config.max_tokens is None and config.max_time is None
         self.warmup_steps = max(1, int(config.warmup * self.horizon)) if self.fitted and self.horizon else None
+        if config.decay_from is not None:  # the decay alone: from the peak at step 0
+            self.warmup_steps = 0
         self.ramp_start = (0, 0.0)  # (step, multiplier) where the warm-up ramp (re)starts
 
     def fit(self, horizon: int, step: int) -> None:
@@ -51,14 +55,18 @@ class Schedule:
         self.ramp_start = tuple(state.get("ramp_start", (0, 0.0)))
 
     def __call__(self, step: int) -> float:
-        warmup = self.warmup_steps or 100
+        warmup = self.warmup_steps if self.warmup_steps is not None else 100
         if step < warmup:
             first, level = self.ramp_start
             return level + (1 - level) * (step + 1 - first) / max(1, warmup - first)
         horizon = self.horizon or 10**9
-        progress = min(1.0, (step - warmup) / max(1, horizon - warmup))
+        decay = 1.0 if self.config.decay_from is not None else self.config.decay
+        begins = max(warmup, horizon - max(1, round(decay * horizon)))  # the stable phase ends
+        progress = min(1.0, max(0, step - begins) / max(1, horizon - begins))
         if self.config.schedule == "cosine":
             return 0.5 * (1 + math.cos(math.pi * progress))
+        if self.config.schedule == "sqrt":
+            return 1.0 - math.sqrt(progress)
         return max(0.0, 1.0 - progress)
 
 
