@@ -296,7 +296,7 @@ def test_run_log_plot_and_tensorboard(corpus, tmp_path):
 
     board = EventAccumulator(str(tmp_path / "logs" / "tensorboard" / "tokenmask"))
     board.Reload()
-    assert {"loss", "lr", "eval_accuracy"} <= set(board.Tags()["scalars"])
+    assert {"loss", "lr", "eval_accuracy", "tokens_per_second", "data_share"} <= set(board.Tags()["scalars"])
     assert [event.step for event in board.Scalars("loss")] == [1, 2, 3, 4]
 
 

@@ -48,6 +48,7 @@ from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import train
 from tokenmask.train.models import check_fits
 from tokenmask.train.names import Checkpoint, resolve_checkpoint
+from tokenmask.train.speed import flops_per_token
 from tokenmask.use.classifier_scores import Evaluation
 from tokenmask.use.metrics import plot_confusion
 
@@ -204,6 +205,7 @@ def _job(
         loss=parts.loss,
         before_step=before_step,
         card=final_card,
+        flops_per_token=flops_per_token(loaded.model, length=config.max_length),
     )
 
 

@@ -45,6 +45,7 @@ from tokenmask.train.loop import train
 from tokenmask.train.models import load_model_with_notes, paired_tokenizer
 from tokenmask.train.names import Checkpoint, resolve_checkpoint
 from tokenmask.train.presets import build_model, generator_words
+from tokenmask.train.speed import flops_per_token
 from tokenmask.train.step import LossFunction, mlm_loss_sum
 from tokenmask.use.evaluate import EVAL_SEED_OFFSET, evaluate_mlm
 
@@ -302,5 +303,8 @@ def _job(
         model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=loss, before_step=before_step,
         card=pretrain_card(config, data, command), position=data.position,
         follows_horizon=rate_schedule(config, None) is not None, per_token_loss=detecting,
+        flops_per_token=None if detecting else flops_per_token(
+            model, length=config.blocks.max_length, target_share=config.masking.selection.mlm_probability
+        ),
     )  # fmt: skip
     return job, (pretrain_card(config, data, command, part="generator") if detecting else None)

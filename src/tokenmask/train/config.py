@@ -110,6 +110,13 @@ class LoopConfig:
         "its first step takes a while (20 s for the default model on 2 CPU cores); for GPUs and long runs",
         advanced=True,
     )
+    peak_tflops: float | None = setting(
+        None,
+        help="one device's dense bf16 peak in TFLOP/s, for the model FLOPs utilisation (MFU) logged with each step "
+        "(none = known GPUs' own: H100, H200, A100, L4, A10, T4; no MFU on a CPU)",
+        gt=0.0,
+        advanced=True,
+    )
     max_bad_steps: int = setting(
         5,
         help="stop after this many steps in a row with a NaN or infinite loss or gradient (each is skipped)",
@@ -137,6 +144,14 @@ class LoopConfig:
     @property
     def has_limit(self) -> bool:
         return self.max_steps is not None or self.max_tokens is not None or self.max_time is not None
+
+    def reached(self, steps: int, tokens: int, seconds: float) -> bool:
+        """Whether a run at ``steps``, ``tokens`` and ``seconds`` has reached one of its limits."""
+        return (
+            (self.max_steps is not None and steps >= self.max_steps)
+            or (self.max_tokens is not None and tokens >= self.max_tokens)
+            or (self.max_time is not None and seconds > self.max_time * 60)
+        )
 
     def with_default_limit(self, *other_limits: object) -> LoopConfig:
         """This config, with ``max_time`` = :data:`DEFAULT_MINUTES` if no limit (nor any of ``other_limits``) is set."""

@@ -92,6 +92,8 @@ class Job:
         follows_horizon: the batches depend on the horizon (a masking-rate schedule spans it):
             whenever the horizon moves, the loop drops the batches it was given (workers may
             have prepared some ahead) and asks for new ones from where it stands.
+        flops_per_token: the model's training FLOPs per token (:func:`~tokenmask.train.speed.flops_per_token`),
+            for the logged MFU; None: not logged.
         per_token_loss: the loss has a term per real token as well as per target (replaced-token
             detection): the loop puts the step's targets over its real tokens, in all
             micro-batches and processes, into every micro-batch as ``targets_per_token``.
@@ -107,3 +109,4 @@ class Job:
     position: DataPosition | None = None
     follows_horizon: bool = False
     per_token_loss: bool = False
+    flops_per_token: float | None = None

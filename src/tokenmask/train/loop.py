@@ -23,7 +23,7 @@ from accelerate import Accelerator
 
 from tokenmask.collate.stream import Shard
 from tokenmask.settings import flatten
-from tokenmask.train.checkpoint import newest_valid_checkpoint, save_model
+from tokenmask.train.checkpoint import save_model
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.groups import HeadWarmup, adamw, lr_scheduler
 from tokenmask.train.heads import compile_encoder
@@ -37,6 +37,7 @@ from tokenmask.train.runs import (
     Snapshots,
     check_output,
     clear_old_run,
+    non_finite_message,
     restore_run_state,
     resume_checkpoint,
     save_run_state,
@@ -45,6 +46,7 @@ from tokenmask.train.runs import (
     write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
+from tokenmask.train.speed import Speedometer, peak_flops
 from tokenmask.train.step import BackwardPass, backward_pass, optimizer_step, skip_reason
 from tokenmask.train.trackers import installed_trackers, start_trackers
 
@@ -108,12 +110,16 @@ def train(
     run = _Run(config, output, accelerator, shard, job, model, optimizer, schedule, log, reporter, checkpoint, result.steps)
     pace, snapshots = Pace(config, result.steps, result.seconds), Snapshots(config, output, reporter, main=shard.is_main)
     state = _LoopState(result, start=time.perf_counter() - result.seconds)  # a time limit counts the whole run, across restarts
+    peak = peak_flops(accelerator.device, config.peak_tflops)
+    meter = Speedometer(
+        job.flops_per_token, None if peak is None else peak * shard.world, reporter.message, every=config.eval_every
+    )
     bad_in_a_row = 0
     try:
         with StopSignals() as signals:
             if checkpoint is None and config.eval_at_start:
                 _evaluate(run, state)
-            while not _limit_reached(config, result):  # a resumed run may have reached it already
+            while not config.reached(result.steps, result.tokens, result.seconds):  # a resumed run may have reached it already
                 if job.follows_horizon and _horizon(schedule) != batches_horizon:  # those made ahead are for the old one
                     batches_horizon = _horizon(schedule)
                     batches = job.batches(result.steps * config.grad_accum, batches_horizon)
@@ -131,9 +137,20 @@ def train(
                 result.tokens += numbers.tokens
                 result.seconds = numbers.elapsed
                 bad_in_a_row = bad_in_a_row + 1 if bad else 0
-                _log_step(run, state, numbers, stepped, lr=float(max(scheduler.get_last_lr())), extra=extra, data=data_seconds)
+                speed = meter.step(
+                    result.steps, tokens=numbers.tokens, seconds=time.perf_counter() - fetching, data_seconds=data_seconds
+                )
+                _log_step(
+                    run,
+                    state,
+                    numbers,
+                    stepped,
+                    lr=float(max(scheduler.get_last_lr())),
+                    extra={**extra, **speed},
+                    data=data_seconds,
+                )
                 if not stepped and bad_in_a_row >= config.max_bad_steps:
-                    raise NonFiniteSteps(_non_finite_message(config, output, result.steps))
+                    raise NonFiniteSteps(non_finite_message(config, output, result.steps))
                 pace.after_step(schedule, result.steps, result.tokens, numbers.elapsed, numbers.elapsed - numbers.evaluated)
                 snapshots.take(model, job, result)  # before a stop's save: the resumed run will not take it again
                 if result.steps % config.eval_every == 0:  # before a stop's save: the resumed run will not redo it
@@ -381,20 +398,3 @@ def _evaluation_logged(output: Path, step: int) -> bool:
 
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
-
-
-def _non_finite_message(config: LoopConfig, output: Path, step: int) -> str:
-    kept = newest_valid_checkpoint(output / CHECKPOINTS)
-    where = f"the last good checkpoint is {kept}" if kept is not None else "no checkpoint was written"
-    return (
-        f"stopped at step {step:,}: {config.max_bad_steps} steps in a row had a NaN or infinite loss or gradient "
-        f"(each was skipped); {where}. Lower --lr, raise --warmup, or use --precision fp32"
-    )
-
-
-def _limit_reached(config: LoopConfig, result: TrainResult) -> bool:
-    return (
-        (config.max_steps is not None and result.steps >= config.max_steps)
-        or (config.max_tokens is not None and result.tokens >= config.max_tokens)
-        or (config.max_time is not None and result.seconds > config.max_time * 60)
-    )

@@ -275,3 +275,13 @@ class Snapshots:
             self.reporter.message(
                 f"step {result.steps}: snapshot at {share:g} of the run in {snapshot_folder(self.output, share)}"
             )
+
+
+def non_finite_message(config: LoopConfig, output: Path, step: int) -> str:
+    """Why the run stopped after ``max_bad_steps`` skipped steps in a row, and where its last good checkpoint is."""
+    kept = newest_valid_checkpoint(output / CHECKPOINTS)
+    where = f"the last good checkpoint is {kept}" if kept is not None else "no checkpoint was written"
+    return (
+        f"stopped at step {step:,}: {config.max_bad_steps} steps in a row had a NaN or infinite loss or gradient "
+        f"(each was skipped); {where}. Lower --lr, raise --warmup, or use --precision fp32"
+    )
