@@ -8,7 +8,7 @@ import torch
 
 from tokenmask import MaskingCollator
 from tokenmask.blocks.encode import encode_texts
-from tokenmask.collate.rate import RateSchedule
+from tokenmask.collate.rate import BatchRamp, RateSchedule
 from tokenmask.collate.stream import MicroBatches, Shard, epoch_order, micro_batches
 
 
@@ -103,7 +103,7 @@ def test_the_stream_gives_the_collator_the_epoch_and_leaves_it_unchanged(bert_to
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 def test_each_micro_batch_gets_the_rate_of_its_step_in_the_run(workers):
     # 0.3 -> 0.1 over 4 steps of 2 micro-batches; skip 3: micro-batches 3, 4, 5, ... are steps 1, 2, 2, 3, 3, 4, 4
-    rate = RateSchedule(0.3, 0.1, horizon=4, grad_accum=2)
+    rate = RateSchedule(0.3, 0.1, horizon=4, ramp=BatchRamp(2))
     batches = MicroBatches(EXAMPLES, IdCollator(), batch_size=4, seed=7, skip=3, rate=rate)
     rates = [float(b["rate"]) for b in take(micro_batches(batches, workers=workers), 7)]
     assert rates == [rate.at(step) for step in (1, 2, 2, 3, 3, 4, 4)]
@@ -113,8 +113,21 @@ def test_each_micro_batch_gets_the_rate_of_its_step_in_the_run(workers):
 
 def test_the_rate_schedule_of_the_docstring():
     assert RateSchedule(0.3, 0.1, horizon=8).at(2) == pytest.approx(0.25)
-    assert RateSchedule(0.3, 0.1, horizon=8, grad_accum=2).rate_of(4) == RateSchedule(0.3, 0.1, horizon=8).at(2)
+    assert RateSchedule(0.3, 0.1, horizon=8, ramp=BatchRamp(2)).rate_of(4) == RateSchedule(0.3, 0.1, horizon=8).at(2)
     assert RateSchedule(0.3, 0.1).at(50) == 0.3  # the horizon not fitted yet: the start rate
     assert RateSchedule(0.3, 0.1, horizon=8).at(20) == pytest.approx(0.1)  # past the horizon: the end rate
-    with pytest.raises(ValueError, match="grad_accum must be >= 1"):
-        RateSchedule(0.3, 0.1, grad_accum=0)
+    with pytest.raises(ValueError, match="grad_accum and micro_tokens must be >= 1"):
+        BatchRamp(0)
+
+
+def test_the_batch_ramp_of_the_docstring():
+    # 3 micro-batches of 100 tokens at most, over 400 tokens: one more every 200 tokens (2 micro-batches)
+    ramp = BatchRamp(3, tokens=400, micro_tokens=100)
+    assert [ramp.size(step) for step in range(6)] == [1, 1, 2, 3, 3, 3]
+    assert [ramp.before(step) for step in range(6)] == [0, 1, 2, 4, 7, 10]
+    assert [ramp.step_of(m) for m in range(10)] == [0, 1, 2, 2, 3, 3, 3, 4, 4, 4]
+    assert [ramp.steps_to(m) for m in (0, 1, 3, 4, 5, 10)] == [0, 1, 3, 3, 4, 5]
+    plain = BatchRamp(4)  # no warm-up: grad_accum every step
+    assert plain.size(0) == 4 and plain.before(5) == 20 and plain.step_of(9) == 2 and plain.steps_to(9) == 3
+    # a warm-up shorter than one micro-batch per stage still ends at grad_accum
+    assert [BatchRamp(4, tokens=10, micro_tokens=100).size(step) for step in range(3)] == [1, 4, 4]

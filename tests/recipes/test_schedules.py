@@ -80,3 +80,25 @@ class Said:
 
     def message(self, line):
         self.lines.append(line)
+
+
+def test_the_batch_grows_from_one_micro_batch_to_grad_accum(corpus, tmp_path):
+    # at most 3 micro-batches of 8 blocks of 64 = 512 tokens, warmed up over 2,048 tokens: one more
+    # micro-batch every 1,024 tokens read. Steps 0-1 take 1, step 2 takes 2, then 3 (collate.rate.BatchRamp)
+    pretrain(config(corpus, tmp_path / "ramp", grad_accum=3, batch_warmup_tokens=2048, max_steps=6))
+    tokens = [0] + [r["tokens"] for r in steps(tmp_path / "ramp")]
+    # (a corpus's last block may be short: tokens are the real ones)
+    assert [round((b - a) / 512) for a, b in zip(tokens, tokens[1:])] == [1, 1, 2, 3, 3, 3]
+
+
+def test_a_token_limit_spans_the_schedule_over_a_growing_batch(corpus, tmp_path):
+    # 5,000 tokens: 512, 1,024, 2,048, 3,584, 5,120 read after steps 1-5; fitted after step 1, the
+    # horizon is 5 steps (a fixed batch of 512 would have given 10), so the decay ends with the run
+    pretrain(config(corpus, tmp_path / "ramp", grad_accum=3, batch_warmup_tokens=2048, max_steps=None, max_tokens=5000))
+    records = steps(tmp_path / "ramp")
+    assert len(records) == 5 and records[-1]["lr"] == 0.0
+
+
+def test_a_batch_warmup_needs_micro_batches_to_add(corpus, tmp_path):
+    with pytest.raises(ValueError, match="give --grad-accum above 1"):
+        config(corpus, tmp_path / "bad", batch_warmup_tokens=1000)

@@ -1,7 +1,8 @@
 """Crashes: a pre-training killed (SIGKILL) at random moments and resumed each time ends bit-identical.
 
 Both objectives: masked LM, and replaced-token detection (whose generator samples and whose
-second model must come back exactly too).
+second model must come back exactly too); and today's recipe (documents apart, masking-rate
+phases, a batch-size warm-up, a decay run from another run's checkpoint).
 
 The runs go through the command line in subprocesses, as a preemption script would drive
 them: every start of the killed run passes ``--resume`` (the first one finds no run yet).
@@ -31,13 +32,21 @@ OBJECTIVES = {
     "mlm": ["--preset", "bert-tiny"],
     "rtd": ["--preset", "electra-tiny", "--objective", "rtd"],
     "rtd-modernbert": ["--preset", "modernbert-tiny", "--objective", "rtd"],  # its discriminator is tokenmask's own module
-}
+    # today's recipe: documents apart, 30% then 15% masking, a batch growing from 1 to 2 micro-batches over
+    # 1,000 tokens (8 steps), and a 1 - sqrt decay run from a stable run's checkpoint (made first, below)
+    "recipe-2025": [
+        "--preset", "modernbert-tiny", "--packing", "documents", "--mlm-probability", "0.3", "--mlm-phases", "0.5:0.15",
+        "--grad-accum", "2", "--batch-warmup-tokens", "1000", "--schedule", "sqrt", "--decay-from", "STABLE",
+    ],
+}  # fmt: skip
 
 
 def command(corpus: Path, tokenizer: Path, output: Path, objective: str = "mlm") -> list[str]:
+    stable = str(output.parent / "stable" / "checkpoints" / "step-3")
     return [
         sys.executable, "-m", "tokenmask", "pretrain", str(corpus), "--output", str(output),
-        "--tokenizer", str(tokenizer), *OBJECTIVES[objective], "--max-steps", str(STEPS), "--save-every", "3",
+        "--tokenizer", str(tokenizer), *[stable if flag == "STABLE" else flag for flag in OBJECTIVES[objective]],
+        "--max-steps", str(STEPS), "--save-every", "3",
         "--eval-every", "10", "--batch-size", "4", "--max-length", "32", "--cpu", "--no-demo", "--seed", "7",
         "--no-cache",  # the runs go side by side: no shared block cache to race on
     ]  # fmt: skip
@@ -87,6 +96,10 @@ def test_killed_and_resumed_run_ends_bit_identical(corpus_and_tokenizer, tmp_pat
         return running[-1]
 
     try:
+        if objective == "recipe-2025":  # the stable run the decay starts from: 3 steps of the plain recipe
+            stable = [*command(corpus, tokenizer, tmp_path / "stable"), "--preset", "modernbert-tiny"]
+            stable[stable.index("--max-steps") + 1] = "3"
+            assert start(stable, "stable").wait(timeout=300) == 0, (tmp_path / "stable.log").read_text()
         whole = start(command(corpus, tokenizer, tmp_path / "whole", objective), "whole")  # side by side with the killed one
         kills, reached = [], 0
         for attempt in range(KILLS):

@@ -82,6 +82,13 @@ class PretrainConfig:
         help="what a token of a packed block attends to: blocks = the whole block, across documents (BERT's); "
         "documents = its own document, positions restarting at each (ModernBERT's)",
     )
+    batch_warmup_tokens: int | None = setting(
+        None,
+        help="batch-size warm-up: start each step with one micro-batch (per process) and add one each time another "
+        "N / (grad-accum - 1) tokens are read, up to --grad-accum from N tokens on (ModernBERT's, mmBERT's)",
+        ge=1,
+        advanced=True,
+    )
     mlm_probability_end: float | None = setting(
         None,
         help="masking-rate schedule: end at this rate, linearly from --mlm-probability (none = constant)",
@@ -147,6 +154,8 @@ class PretrainConfig:
         _check_streamable(self)
         _check_objective(self)
         parse_phases(self.mlm_phases)
+        if self.batch_warmup_tokens is not None and self.loop.grad_accum < 2:
+            raise ValueError("batch_warmup_tokens ramps up the micro-batches of a step: give --grad-accum above 1")
         if self.loop.decay_from is not None and (self.init is not None or self.objective != "mlm"):
             raise ValueError("decay_from starts from its own checkpoint, for --objective mlm: give no --init")
         if self.mlm_phases and self.mlm_probability_end is not None:

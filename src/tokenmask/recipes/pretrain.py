@@ -31,7 +31,7 @@ from tokenmask.recipes.detection import (
     replaced_collator,
 )
 from tokenmask.recipes.plateau import PlateauGuard, token_text, unigram_baseline, warmup_length
-from tokenmask.recipes.pretrain_data import check_maskable, pretrain_data, rate_schedule
+from tokenmask.recipes.pretrain_data import batch_ramp, check_maskable, pretrain_data, rate_schedule
 from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
@@ -292,7 +292,7 @@ def _job(
         return metrics
 
     def before_step(step: int, horizon: int | None) -> dict[str, Any]:
-        schedule = rate_schedule(config, horizon)  # the rate the step's batches were masked at
+        schedule = rate_schedule(config, horizon, shard.world)  # the rate the step's batches were masked at
         return {"mlm_probability": config.masking.selection.mlm_probability if schedule is None else schedule.at(step)}
 
     def batches(skip: int, horizon: int | None) -> Iterator[dict[str, Any]]:
@@ -302,7 +302,7 @@ def _job(
     job = Job(
         model=model, tokenizer=tokenizer, batches=batches, evaluate=evaluate, loss=loss, before_step=before_step,
         card=pretrain_card(config, data, command), position=data.position,
-        follows_horizon=rate_schedule(config, None) is not None, per_token_loss=detecting,
+        follows_horizon=rate_schedule(config, None) is not None, per_token_loss=detecting, ramp=batch_ramp(config, shard.world),
         flops_per_token=None if detecting else flops_per_token(
             model, length=config.blocks.max_length, target_share=config.masking.selection.mlm_probability
         ),

@@ -21,7 +21,7 @@ from tokenmask.blocks.load import load_blocks
 from tokenmask.blocks.streamed import held_out_blocks
 from tokenmask.collate.chunked import ChunkBatches, RatedStream, StreamPosition, positioned_batches
 from tokenmask.collate.collator import MaskingCollator
-from tokenmask.collate.rate import RateSchedule, parse_phases
+from tokenmask.collate.rate import BatchRamp, RateSchedule, parse_phases
 from tokenmask.collate.stream import MicroBatches, Shard, micro_batches
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.text.streaming import DocumentStream
@@ -88,7 +88,7 @@ class StreamedBatches:
         self.rated: RatedStream | None = None
 
     def __call__(self, skip: int, horizon: int | None, device: torch.device) -> Iterator[dict[str, Any]]:
-        rate = rate_schedule(self.config, horizon)
+        rate = rate_schedule(self.config, horizon, self.stream.world)
         workers, pin_memory = loader_workers(self.config, device), device.type == "cuda"
         positioned: Iterator[tuple[dict[str, Any], StreamPosition]]
         if rate is None:
@@ -146,7 +146,7 @@ def _cached(
     def batches(skip: int, horizon: int | None, device: torch.device) -> Iterator[dict[str, Any]]:
         stream = MicroBatches(
             blocks.train, collator, batch_size=loop.batch_size, seed=loop.seed, dupe_factor=config.dupe_factor,
-            skip=skip, shard=shard, rate=rate_schedule(config, horizon),
+            skip=skip, shard=shard, rate=rate_schedule(config, horizon, shard.world),
         )  # fmt: skip
         return micro_batches(stream, workers=loader_workers(config, device), pin_memory=device.type == "cuda")
 
@@ -187,17 +187,25 @@ def _corpus_name(config: PretrainConfig) -> str:
     return ", ".join(config.corpus) if config.corpus else "the bundled Shakespeare plays (one document per scene)"
 
 
-def rate_schedule(config: PretrainConfig, horizon: int | None) -> RateSchedule | None:
+def rate_schedule(config: PretrainConfig, horizon: int | None, world: int = 1) -> RateSchedule | None:
     """The run's masking-rate schedule, over the learning-rate schedule's ``horizon`` (None until
-    it is fitted: the start rate meanwhile); None for a constant rate (no ``mlm_probability_end``
-    nor ``mlm_phases``).
+    it is fitted: the start rate meanwhile), its steps' micro-batches those of ``world`` processes'
+    :func:`batch_ramp`; None for a constant rate (no ``mlm_probability_end`` nor ``mlm_phases``).
 
     ``--mlm-probability 0.3 --mlm-probability-end 0.1``, horizon 8: step 2 masks at 0.25.
     """
     if config.mlm_probability_end is None and not config.mlm_phases:
         return None
     start, phases = config.masking.selection.mlm_probability, parse_phases(config.mlm_phases)
-    return RateSchedule(start, config.mlm_probability_end, horizon=horizon, grad_accum=config.loop.grad_accum, phases=phases)
+    return RateSchedule(start, config.mlm_probability_end, horizon=horizon, ramp=batch_ramp(config, world), phases=phases)
+
+
+def batch_ramp(config: PretrainConfig, world: int) -> BatchRamp:
+    """The micro-batches of each step: ``grad_accum``, or a batch-size warm-up over ``batch_warmup_tokens``
+    counted in full blocks of all ``world`` processes."""
+    loop = config.loop
+    micro_tokens = loop.batch_size * config.blocks.max_length * world
+    return BatchRamp(loop.grad_accum, tokens=config.batch_warmup_tokens or 0, micro_tokens=micro_tokens)
 
 
 def loader_workers(config: PretrainConfig, device: torch.device) -> int:

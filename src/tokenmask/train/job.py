@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import torch
 
+    from tokenmask.collate.rate import BatchRamp
     from tokenmask.train.step import LossFunction
 
 __all__ = ["DataPosition", "Job", "NonFiniteSteps", "QuietReporter", "Reporter", "TrainResult"]
@@ -92,6 +93,8 @@ class Job:
         follows_horizon: the batches depend on the horizon (a masking-rate schedule spans it):
             whenever the horizon moves, the loop drops the batches it was given (workers may
             have prepared some ahead) and asks for new ones from where it stands.
+        ramp: the micro-batches of each step (:class:`~tokenmask.collate.rate.BatchRamp`: a batch-size
+            warm-up); None: ``grad_accum`` each.
         flops_per_token: the model's training FLOPs per token (:func:`~tokenmask.train.speed.flops_per_token`),
             for the logged MFU; None: not logged.
         per_token_loss: the loss has a term per real token as well as per target (replaced-token
@@ -110,3 +113,4 @@ class Job:
     follows_horizon: bool = False
     per_token_loss: bool = False
     flops_per_token: float | None = None
+    ramp: BatchRamp | None = None

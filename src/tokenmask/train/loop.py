@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 import torch
 from accelerate import Accelerator
 
+from tokenmask.collate.rate import BatchRamp
 from tokenmask.collate.stream import Shard
-from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import save_model
 from tokenmask.train.config import LoopConfig
 from tokenmask.train.groups import HeadWarmup, adamw, lr_scheduler
@@ -33,22 +33,20 @@ from tokenmask.train.logs import PLOT_FILE, NoLog, RunLog, plot_metrics, read_me
 from tokenmask.train.parallel import LossModule, gathered, gathered_rng_states, make_accelerator, summed
 from tokenmask.train.runs import (
     CHECKPOINTS,
-    CONFIG_FILE,
     Snapshots,
     check_output,
     clear_old_run,
     non_finite_message,
+    open_run_log,
     restore_run_state,
     resume_checkpoint,
     save_run_state,
     start_decay,
-    trim_metrics,
-    write_settings,
 )  # fmt: skip
 from tokenmask.train.schedule import Pace, Schedule
 from tokenmask.train.speed import Speedometer, peak_flops
 from tokenmask.train.step import BackwardPass, backward_pass, optimizer_step, skip_reason
-from tokenmask.train.trackers import installed_trackers, start_trackers
+from tokenmask.train.trackers import installed_trackers
 
 __all__ = ["train"]
 
@@ -105,10 +103,13 @@ def train(
     head_warmup = HeadWarmup(model, config.head_warmup_steps, freeze=shard.world == 1)
     # asked for before OUTPUT is written: a job refuses data that fill no batch here
     batches_horizon = _horizon(schedule)  # the horizon the batches were asked for
-    batches = job.batches(result.steps * config.grad_accum, batches_horizon)
-    log = _open_log(config, accelerator, shard, reporter, trackers, settings, resumed=checkpoint is not None, steps=result.steps)
+    ramp = job.ramp or BatchRamp(config.grad_accum)  # the micro-batches of each step
+    batches = job.batches(ramp.before(result.steps), batches_horizon)
+    log = open_run_log(
+        config, accelerator, shard, reporter, trackers, settings, resumed=checkpoint is not None, steps=result.steps
+    )
     run = _Run(config, output, accelerator, shard, job, model, optimizer, schedule, log, reporter, checkpoint, result.steps)
-    pace, snapshots = Pace(config, result.steps, result.seconds), Snapshots(config, output, reporter, main=shard.is_main)
+    pace, snapshots = Pace(config, result.steps, result.seconds, ramp), Snapshots(config, output, reporter, main=shard.is_main)
     state = _LoopState(result, start=time.perf_counter() - result.seconds)  # a time limit counts the whole run, across restarts
     peak = peak_flops(accelerator.device, config.peak_tflops)
     meter = Speedometer(
@@ -122,11 +123,11 @@ def train(
             while not config.reached(result.steps, result.tokens, result.seconds):  # a resumed run may have reached it already
                 if job.follows_horizon and _horizon(schedule) != batches_horizon:  # those made ahead are for the old one
                     batches_horizon = _horizon(schedule)
-                    batches = job.batches(result.steps * config.grad_accum, batches_horizon)
+                    batches = job.batches(ramp.before(result.steps), batches_horizon)
                 extra = job.before_step(result.steps, _horizon(schedule))
                 head_warmup.before_step(result.steps, optimizer)
                 fetching = time.perf_counter()
-                micro_batches = [next(batches) for _ in range(config.grad_accum)]  # collate (+ mask)
+                micro_batches = [next(batches) for _ in range(ramp.size(result.steps))]  # collate (+ mask)
                 data_seconds = time.perf_counter() - fetching
                 backward = backward_pass(accelerator, wrapped, micro_batches, per_token=job.per_token_loss)
                 numbers = _step_numbers(run, state, backward, stop=signals.received is not None)
@@ -359,32 +360,6 @@ def _build(
             f"= {config.batch_size * shard.world * config.grad_accum} per step"
         )
     return job, checkpoint
-
-
-def _open_log(
-    config: LoopConfig,
-    accelerator: Accelerator,
-    shard: Shard,
-    reporter: Reporter,
-    trackers: list[str],
-    settings: Mapping[str, Any] | None,
-    *,
-    resumed: bool,
-    steps: int,
-) -> RunLog | NoLog:
-    """Start the trackers, then (main process) drop a ``resumed`` run's records after its ``steps``, write
-    ``settings`` (by default the config's) to OUTPUT/config.yaml and open the run log."""
-    settings = settings if settings is not None else flatten(config)
-    if trackers:  # a tracker that fails to start (a bad URI, no login) stops the run before OUTPUT is written too
-        start_trackers(accelerator, trackers, settings)
-    if not shard.is_main:
-        return NoLog()
-    output = Path(config.output)
-    if resumed:
-        trim_metrics(output, steps, reporter.message)
-    output.mkdir(parents=True, exist_ok=True)
-    write_settings(output / CONFIG_FILE, settings)
-    return RunLog(output, append=resumed, mirror=accelerator.log if trackers else None)
 
 
 def _horizon(schedule: Schedule) -> int | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokenmask.files import write_text
 from tokenmask.hub import NEVER_REPLAYED
+from tokenmask.settings import flatten
 from tokenmask.train.checkpoint import (
     SNAPSHOTS,
     InvalidCheckpoint,
@@ -30,11 +31,13 @@ from tokenmask.train.checkpoint import (
     snapshot_folder,
     verify_checkpoint,
 )
-from tokenmask.train.logs import METRICS_FILE, truncate_metrics
+from tokenmask.train.logs import METRICS_FILE, NoLog, RunLog, truncate_metrics
 from tokenmask.train.parallel import restore_rng_state
+from tokenmask.train.trackers import start_trackers
 
 if TYPE_CHECKING:
     import torch
+    from accelerate import Accelerator
 
     from tokenmask.collate.stream import Shard
     from tokenmask.train.config import LoopConfig
@@ -285,3 +288,29 @@ def non_finite_message(config: LoopConfig, output: Path, step: int) -> str:
         f"stopped at step {step:,}: {config.max_bad_steps} steps in a row had a NaN or infinite loss or gradient "
         f"(each was skipped); {where}. Lower --lr, raise --warmup, or use --precision fp32"
     )
+
+
+def open_run_log(
+    config: LoopConfig,
+    accelerator: Accelerator,
+    shard: Shard,
+    reporter: Reporter,
+    trackers: list[str],
+    settings: Mapping[str, Any] | None,
+    *,
+    resumed: bool,
+    steps: int,
+) -> RunLog | NoLog:
+    """Start the trackers, then (main process) drop a ``resumed`` run's records after its ``steps``, write
+    ``settings`` (by default the config's) to OUTPUT/config.yaml and open the run log."""
+    settings = settings if settings is not None else flatten(config)
+    if trackers:  # a tracker that fails to start (a bad URI, no login) stops the run before OUTPUT is written too
+        start_trackers(accelerator, trackers, settings)
+    if not shard.is_main:
+        return NoLog()
+    output = Path(config.output)
+    if resumed:
+        trim_metrics(output, steps, reporter.message)
+    output.mkdir(parents=True, exist_ok=True)
+    write_settings(output / CONFIG_FILE, settings)
+    return RunLog(output, append=resumed, mirror=accelerator.log if trackers else None)

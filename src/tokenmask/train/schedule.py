@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from tokenmask.collate.rate import BatchRamp
+
 if TYPE_CHECKING:
     from tokenmask.train.config import LoopConfig
 
@@ -78,8 +80,8 @@ class Pace:
     from the wall-clock pace since the previous fit, so the decay ends when the time does.
     """
 
-    def __init__(self, config: LoopConfig, steps: int, elapsed: float = 0.0) -> None:
-        self.config = config
+    def __init__(self, config: LoopConfig, steps: int, elapsed: float = 0.0, ramp: BatchRamp | None = None) -> None:
+        self.config, self.ramp = config, ramp or BatchRamp(config.grad_accum)
         self.ten_steps_in = 0.0
         self.mark = (steps, elapsed)  # (steps, elapsed) at the last fit; a resumed run starts from its checkpoint's
 
@@ -89,7 +91,7 @@ class Pace:
         if steps == 10:
             self.ten_steps_in = training
         if self.config.max_time is None:
-            schedule.fit(fitted_horizon(self.config, steps, tokens), steps)
+            schedule.fit(fitted_horizon(self.config, steps, tokens, ramp=self.ramp), steps)
         elif steps == 20:
             pace = (training - self.ten_steps_in) / 10 / 0.95
             schedule.fit(fitted_horizon(self.config, steps, tokens, pace, self.config.max_time * 60 - elapsed), steps)
@@ -109,18 +111,22 @@ def fitted_horizon(
     tokens: int,
     seconds_per_step: float | None = None,
     seconds_left: float | None = None,
+    *,
+    ramp: BatchRamp | None = None,
 ) -> int:
     """Optimizer steps the learning-rate schedule spans: the first limit the run will reach.
 
     Args:
         steps, tokens: done so far (tokens per step from their ratio, for ``max_tokens``).
         seconds_per_step, seconds_left: pace and time left, for ``max_time``.
+        ramp: the micro-batches of each step (a batch-size warm-up); None: ``grad_accum`` each.
 
     ``max_steps=1000, max_time=5`` at 0.5 s per step with 240 s left after 50 steps -> 530.
     """
     limits = [config.max_steps] if config.max_steps is not None else []
-    if config.max_tokens is not None and steps:
-        limits.append(math.ceil(config.max_tokens * steps / max(tokens, 1)))
+    if config.max_tokens is not None and steps:  # tokens per micro-batch so far -> the micro-batches of the limit
+        ramp = ramp or BatchRamp(config.grad_accum)
+        limits.append(ramp.steps_to(math.ceil(config.max_tokens * ramp.before(steps) / max(tokens, 1))))
     if config.max_time is not None and seconds_per_step and seconds_left is not None:
         limits.append(steps + max(1, int(seconds_left / seconds_per_step)))
     return max(1, min(limits))
