@@ -1,31 +1,32 @@
-"""The GPU recipe, measured: tokens/s, step time, MFU and masking on the device, against the Trainer.
+"""The GPU recipe, measured: tokens/s, step time, MFU and masking on the device, against the Trainer,
+and the 2025 encoder recipe at ModernBERT-base's shape.
 
-For each model (BERT-base, ModernBERT-base) and sequence length (128, 512), on the same
-blocks of the bundled plays and at the same batch:
+1. For each model (BERT-base, ModernBERT-base) and sequence length (128, 512), on the same blocks of the
+   bundled plays and at the same batch:
 
-- tokenmask's recipe: blocks in pinned host memory copied with ``non_blocking``, masking on
-  the device (``mask_tokens(..., backend="torch")``, token strategy, 15%, 80/10/10), bf16
-  autocast on CUDA, the sparse prediction head, fused AdamW, optionally ``torch.compile`` of
-  the encoder (``--compile``, as ``tokenmask pretrain --compile``); ModernBERT with its default attention (SDPA; flash-attention when
-  installed, which unpads);
-- the Hugging Face recipe: ``transformers.Trainer`` + ``DataCollatorForLanguageModeling``
-  (full prediction head), bf16 on CUDA, the same batch.
+   - tokenmask's recipe: blocks in pinned host memory copied with ``non_blocking``, masking on the
+     device (``mask_tokens(..., backend="torch")``, token strategy, 15%, 80/10/10), bf16 autocast on
+     CUDA, the sparse prediction head, fused AdamW, optionally ``torch.compile`` of the encoder
+     (``--compile``, as ``tokenmask pretrain --compile``);
+   - the Hugging Face recipe: ``transformers.Trainer`` + ``DataCollatorForLanguageModeling`` (full
+     prediction head), bf16 on CUDA, the same batch.
 
-MFU counts FLOPs per token as 6 × the non-embedding parameters of the encoder (embeddings and
-the vocabulary projection left out), plus attention, 12 · layers · length · hidden (scores
-and the weighted sum, forward and backward), plus the head at the targets only:
-6 · (hidden² + hidden · vocab) × 0.15. The last layer runs at the targets only but for its
-keys and values (``tokenmask.train.last_layer``), so the rest of its parameters and its
-attention count 0.15 times. The peak is the device's dense bf16 figure (989
-TFLOP/s for H100/H200 SXM, 312 for A100; ``--peak-tflops`` for others), not the sparsity one.
+2. ModernBERT-base (22 layers, 768) at 1,024 tokens, batch 16, on blocks packed from the plays cut into
+   passages of about 80 words (short documents, several per block, as ModernBERT's corpus), four ways: documents sharing
+   attention or kept apart (``pretrain --packing documents``: torch's ``varlen_attn`` on CUDA), each
+   without and with ``torch.compile``. Printed beside ModernBERT's published 304k tokens/s per H100
+   (about 25% MFU).
 
-Masking throughput is ``mask_tokens`` alone on a device batch, in billions of tokens per second,
-and its share of the step. ``--tiny --device cpu`` runs the same code on tiny models in about
-a minute, so the script cannot rot (the test suite runs it).
+MFU is :func:`tokenmask.train.speed.flops_per_token` (6 × the encoder's non-embedding parameters, the
+attention, the head and the last layer at the 15% of targets) times tokens/s over the device's dense
+bf16 peak (:func:`tokenmask.train.speed.peak_flops`: 989 TFLOP/s for H100/H200 SXM, 312 for A100;
+``--peak-tflops`` for others). Masking throughput is ``mask_tokens`` alone on a device batch, in
+billions of tokens per second, and its share of the step. ``--tiny --device cpu`` runs the same code
+on tiny models in about a minute (without compiling), so the script cannot rot (the test suite runs it).
 
 Run from the repository root::
 
-    python benchmarks/gpu.py                            # on a GPU: ~4 min on one H200
+    python benchmarks/gpu.py --json gpu.json           # on a GPU: the one prepared command
     python benchmarks/gpu.py --tiny --device cpu        # the CI check
 """
 
@@ -47,11 +48,11 @@ from tokenmask.masking import CorruptionConfig, SelectionConfig, mask_tokens
 from tokenmask.text.resources import shakespeare_scenes
 from tokenmask.text.token_tables import tables_from_tokenizer
 from tokenmask.text.tokenizer import load_tokenizer
-from tokenmask.train.heads import compile_encoder, masked_lm_loss, split_masked_lm
-from tokenmask.train.last_layer import last_layer
+from tokenmask.train.documents import keep_documents_apart
+from tokenmask.train.heads import compile_encoder, masked_lm_loss
 from tokenmask.train.presets import build_model
+from tokenmask.train.speed import flops_per_token, peak_flops
 
-PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
 RATE = 0.15
 
 
@@ -76,45 +77,28 @@ def build(name: str, vocab_size: int, length: int, pad_token_id: int) -> PreTrai
     return ModernBertForMaskedLM(config)
 
 
-def flops_per_token(model: PreTrainedModel, length: int) -> float:
-    """Training FLOPs per token: 6 N (non-embedding) + attention + the head at the targets,
-    with the last layer's queries, attention and feed-forward at the targets only when the
-    model runs it so (:mod:`tokenmask.train.last_layer`)."""
-    config = model.config
-    hidden, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
-    embedding = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
-    head = sum(p.numel() for n, p in model.named_parameters() if n.startswith(("cls.", "lm_head.", "head.", "decoder.")))
-    encoder = sum(p.numel() for p in model.parameters()) - embedding - head
-    attention = 12.0 * layers * length * hidden
-    parts = split_masked_lm(model)
-    last = None if parts is None else last_layer(parts.encoder)
-    if last is not None:
-        in_last = sum(p.numel() for p in last.parameters())
-        keys_values = 2 * hidden * hidden  # computed for every token
-        encoder -= (in_last - keys_values) * (1 - RATE)
-        attention -= 12.0 * length * hidden * (1 - RATE)
-    return 6.0 * encoder + attention + 6.0 * (hidden * hidden + hidden * vocab) * RATE
-
-
-def peak_flops(device: torch.device, given: float | None) -> float | None:
-    """The device's dense bf16 peak in FLOP/s, from ``--peak-tflops`` or its name; None if unknown."""
-    if given is not None:
-        return given * 1e12
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((tflops * 1e12 for key, tflops in PEAK_BF16_TFLOPS.items() if key in name), None)
-
-
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def run_ours(case: Case, blocks: torch.Tensor, vocab, tokenizer, device: torch.device, steps: int, *, compile: bool) -> dict:
-    """tokenmask's recipe for ``steps`` steps: median step seconds and the masking share."""
+def run_ours(
+    case: Case,
+    blocks: torch.Tensor,
+    vocab,
+    tokenizer,
+    device: torch.device,
+    steps: int,
+    *,
+    compile: bool,
+    documents: bool = False,
+) -> dict:
+    """tokenmask's recipe for ``steps`` steps: median step seconds and the masking share (``documents``:
+    each packed document attends to itself, as ``pretrain --packing documents``)."""
     torch.manual_seed(0)
     model = build(case.model, len(tokenizer), case.length, tokenizer.pad_token_id).to(device)
+    if documents:
+        assert keep_documents_apart(model, separator=tokenizer.sep_token_id) is None
     if compile:
         compile_encoder(model)  # as `tokenmask pretrain --compile`
     fused = device.type in ("cpu", "cuda")
@@ -188,56 +172,90 @@ def masking_rate(blocks: torch.Tensor, vocab, device: torch.device, batch: int, 
     return ids.numel() / statistics.median(times[1:])
 
 
+PUBLISHED = "ModernBERT's paper: 304k tokens/s per H100, about 25% MFU"
+
+
+def passages(count: int | None) -> list[str]:
+    """The plays cut into passages of 80 words or more, ended at a sentence's end: short documents."""
+    out: list[str] = []
+    for scene in list(shakespeare_scenes())[:count]:
+        words: list[str] = []
+        for word in scene.split():
+            words.append(word)
+            if len(words) >= 80 and word.endswith((".", "!", "?")):
+                out.append(" ".join(words))
+                words = []
+        out += [" ".join(words)] if words else []
+    return out
+
+
+def full_blocks(texts: list[str], tokenizer, length: int) -> torch.Tensor:
+    built = build_blocks(texts, tokenizer, block_length=length, validation_share=0.0, progress=False)
+    return torch.tensor([list(b["input_ids"]) for b in built.train if len(b["input_ids"]) == length], dtype=torch.int64)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tiny", action="store_true", help="tiny models, short rows, few steps (the CI check)")
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default 30; --tiny 6)")
-    parser.add_argument("--compile", action="store_true", help="torch.compile tokenmask's model")
+    parser.add_argument("--compile", action="store_true", help="torch.compile tokenmask's model in part 1")
     parser.add_argument("--peak-tflops", type=float, default=None, help="the device's dense bf16 peak, if not known")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
     device = torch.device(args.device)
     steps = args.steps or (6 if args.tiny else 30)
     if args.tiny:
-        cases = [Case("bert-tiny", 32, 8), Case("modernbert-tiny", 64, 4)]
+        cases, recipe = [Case("bert-tiny", 32, 8), Case("modernbert-tiny", 64, 4)], Case("modernbert-tiny", 128, 4)
     else:
         cases = [Case(m, length, 64 if length == 128 else 16) for m in ("bert-base", "modernbert-base") for length in (128, 512)]
+        recipe = Case("modernbert-base", 1024, 16)
     tokenizer = load_tokenizer("bert-base-uncased")
     vocab = tables_from_tokenizer(tokenizer)
     peak = peak_flops(device, args.peak_tflops)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"device: {name}; peak bf16 {peak / 1e12:.0f} TFLOP/s" if peak else f"device: {name}; peak unknown (no MFU)")
-    results = {"device": name, "peak_flops": peak, "steps": steps, "compile": args.compile, "cases": []}
+    results: dict = {"device": name, "peak_flops": peak, "steps": steps, "compile": args.compile, "cases": [], "recipe": []}
+
+    def speed(case: Case, seconds: float) -> tuple[float, float | None, float]:
+        flops = flops_per_token(build(case.model, len(tokenizer), case.length, tokenizer.pad_token_id), length=case.length,
+                                target_share=RATE)  # fmt: skip
+        tokens = case.batch * case.length / seconds
+        return tokens, None if peak is None else flops * tokens / peak, flops
+
     texts = list(shakespeare_scenes())[: 200 if args.tiny else None]
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
-            built = build_blocks(texts, tokenizer, block_length=case.length, validation_share=0.0, progress=False)
-            full = [list(b["input_ids"]) for b in built.train if len(b["input_ids"]) == case.length]
-            blocks = torch.tensor(full, dtype=torch.int64)
+            blocks = full_blocks(texts, tokenizer, case.length)
             ours = run_ours(case, blocks, vocab, tokenizer, device, steps, compile=args.compile)
             hf_step = run_hf(case, blocks, tokenizer, device, steps, Path(tmp))
-            tokens = case.batch * case.length
-            flops = flops_per_token(build(case.model, len(tokenizer), case.length, tokenizer.pad_token_id), case.length)
+            tokens_per_s, mfu, flops = speed(case, ours["s_per_step"])
             row = {
-                **case.__dict__,
-                "tokens_per_s": tokens / ours["s_per_step"],
-                "s_per_step": ours["s_per_step"],
-                "hf_tokens_per_s": tokens / hf_step,
-                "ratio": hf_step / ours["s_per_step"],
-                "flops_per_token": flops,
-                "mfu": None if peak is None else flops * tokens / ours["s_per_step"] / peak,
-                "mask_share": ours["mask_share"],
+                **case.__dict__, "tokens_per_s": tokens_per_s, "s_per_step": ours["s_per_step"],
+                "hf_tokens_per_s": case.batch * case.length / hf_step, "ratio": hf_step / ours["s_per_step"],
+                "flops_per_token": flops, "mfu": mfu, "mask_share": ours["mask_share"],
                 "mask_gtok_per_s": masking_rate(blocks, vocab, device, case.batch * 4, repeats=5) / 1e9,
-            }
+            }  # fmt: skip
             results["cases"].append(row)
-            mfu = "" if row["mfu"] is None else f", MFU {100 * row['mfu']:.1f}%"
+            shown = "" if mfu is None else f", MFU {100 * mfu:.1f}%"
             print(
-                f"{case.model} x {case.length}, batch {case.batch}: {row['tokens_per_s']:,.0f} tok/s "
-                f"({1000 * row['s_per_step']:.1f} ms/step){mfu}; Trainer {row['hf_tokens_per_s']:,.0f} tok/s "
+                f"{case.model} x {case.length}, batch {case.batch}: {tokens_per_s:,.0f} tok/s "
+                f"({1000 * row['s_per_step']:.1f} ms/step){shown}; Trainer {row['hf_tokens_per_s']:,.0f} tok/s "
                 f"({row['ratio']:.2f}x); masking {row['mask_gtok_per_s']:.3f} Gtok/s, {100 * row['mask_share']:.1f}% of the step; "
                 f"{flops / 1e9:.2f} GFLOP/token"
             )
+    blocks = full_blocks(passages(200 if args.tiny else None), tokenizer, recipe.length)
+    documents_per_block = float((blocks == tokenizer.sep_token_id).sum(dim=1).float().mean())
+    print(f"{recipe.model} x {recipe.length}, batch {recipe.batch}, {documents_per_block:.1f} documents per block ({PUBLISHED}):")
+    for documents in (False, True):
+        for compiled in (False,) if args.tiny else (False, True):
+            ours = run_ours(recipe, blocks, vocab, tokenizer, device, steps, compile=compiled, documents=documents)
+            tokens_per_s, mfu, _ = speed(recipe, ours["s_per_step"])
+            results["recipe"].append({**recipe.__dict__, "documents": documents, "compile": compiled,
+                                      "tokens_per_s": tokens_per_s, "mfu": mfu, "s_per_step": ours["s_per_step"]})  # fmt: skip
+            shown = "" if mfu is None else f", MFU {100 * mfu:.1f}%"
+            how = f"{'documents apart' if documents else 'documents share attention'}{', compiled' if compiled else ''}"
+            print(f"  {how}: {tokens_per_s:,.0f} tok/s{shown}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
 

@@ -36,6 +36,22 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
         # 6 N + attention + head: at least 6 x the encoder's parameters of a 2-layer, 128-wide model
         assert case["flops_per_token"] > 6 * 2 * 12 * 128 * 128
     assert f"{case['model']} x {case['length']}" in finished.stdout
+    assert [(r["documents"], r["compile"]) for r in result["recipe"]] == [(False, False), (True, False)]
+    assert all(r["tokens_per_s"] > 0 for r in result["recipe"]) and "304k tokens/s per H100" in finished.stdout
+
+
+def test_the_recipe_and_unpadded_benchmarks_run_tiny(tmp_path):
+    for script, argv in (("recipe.py", [str(tmp_path / "recipe"), "--tiny", "--seeds", "1"]), ("unpadded.py", ["--tiny"])):
+        out = tmp_path / f"{script}.json"
+        command = [sys.executable, str(ROOT / "benchmarks" / script), *argv, "--json", str(out)]
+        finished = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-3000:]
+        result = json.loads(out.read_text())
+        if script == "recipe.py":
+            assert list(result["arms"]) == ["blocks", "documents", "phases", "both"]
+            assert all(len(arm["finetune_accuracy"]) == 1 for arm in result["arms"].values())
+        else:
+            assert result["cases"][0]["seconds_per_step"]["unpadded"] > 0
 
 
 def test_the_cache_benchmark_runs_tiny(tmp_path, tmp_path_factory):

@@ -167,3 +167,65 @@ def test_a_family_outside_the_registry_is_named_and_left_as_it_was():
     reason = keep_documents_apart(model, separator=SEP)
     assert reason is not None and "DebertaV2ForMaskedLM" in reason and "registry" in reason
     assert model.config._attn_implementation == before
+
+
+def test_attention_per_document_equals_the_block_mask():
+    """The two exact CPU paths: documents padded to the longest, and one block-diagonal mask."""
+    from tokenmask.train.documents import _per_document
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 12, 4) for _ in range(3))
+    cu = torch.tensor([0, 5, 7, 12, 13, 24], dtype=torch.int32)  # row 0: 5, 2, 5 tokens; row 1: 1, 11
+    for window in (None, 3):
+        band = None
+        if window is not None:
+            steps = torch.arange(12)
+            band = ((steps[:, None] - steps[None, :]).abs() < window)[None, None]
+        dense = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=document_mask(cu, 2, 12, band), scale=0.5)
+        torch.testing.assert_close(_per_document(q, k, v, cu, 11, 0.5, 0.0, window), dense.transpose(1, 2))
+
+
+def tiny_task(family: str, head: str) -> torch.nn.Module:
+    import transformers
+
+    masked = tiny(family)
+    masked.config.num_labels = 2 if head == "QuestionAnswering" else 3
+    torch.manual_seed(1)
+    return getattr(transformers, type(masked).__name__.replace("MaskedLM", head))(masked.config).eval()
+
+
+@pytest.mark.parametrize(("family", "head"), [("bert", "SequenceClassification"), ("roberta", "QuestionAnswering"),
+                                              ("modernbert", "SequenceClassification"), ("modernbert", "TokenClassification")])  # fmt: skip
+def test_an_unpadded_batch_gives_the_padded_results_and_gradients(family, head):
+    padded_model = tiny_task(family, head)
+    unpadded_model = copy.deepcopy(padded_model)
+    assert keep_documents_apart(unpadded_model, unpad=True) is None
+    ids = torch.full((3, 9), PAD)
+    for row, length in enumerate([5, 9, 3]):
+        ids[row, :length] = torch.arange(10 + row, 10 + row + length)
+    real = ids != PAD
+    batch = {"input_ids": ids, "attention_mask": real.long()}
+
+    def scores(model):  # per text, or at the real tokens (padding's states differ, and nothing reads them)
+        out = model(**batch)
+        logits = torch.stack([out.start_logits, out.end_logits], -1) if head == "QuestionAnswering" else out.logits
+        return logits[real] if logits.dim() == 3 else logits
+
+    padded, unpadded = scores(padded_model), scores(unpadded_model)
+    torch.testing.assert_close(unpadded, padded, atol=1e-5, rtol=1e-4)
+    padded.pow(2).sum().backward()
+    unpadded.pow(2).sum().backward()
+    for (name, p), q in zip(unpadded_model.named_parameters(), padded_model.parameters()):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("family", ["distilbert", "electra", "albert", "xlm-roberta", "camembert"])
+def test_the_other_families_of_the_registry_keep_documents_apart(family):
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    shape = {**SHAPE, "num_hidden_layers": 2, "pad_token_id": PAD, "max_position_embeddings": 40}
+    if family == "distilbert":
+        shape = {"vocab_size": V, "dim": 32, "n_layers": 2, "n_heads": 2, "hidden_dim": 64, "pad_token_id": PAD}
+    model = AutoModelForMaskedLM.from_config(AutoConfig.for_model(family, **shape))
+    assert keep_documents_apart(model, separator=SEP) is None  # the probe: two documents packed = each alone

@@ -286,6 +286,12 @@ class FinetuneConfig:
     doc_stride: int = setting(
         None, help="qa: tokens that consecutive windows of a long context share (default a third of max_length: 128)", ge=0
     )
+    unpad: bool = setting(
+        False,
+        help="run each batch as its real tokens only, the examples concatenated with their boundaries: no work on "
+        "padding (attention: torch's varlen kernel on CUDA, per example elsewhere); the same results",
+        advanced=True,
+    )
     epochs: int | None = setting(None, help="stop after this many passes over the training examples", ge=1)
     patience: int = setting(
         3, help="warn when validation loss rose while training loss fell this many evaluations in a row", ge=1

@@ -43,6 +43,7 @@ from tokenmask.train.classifier import (
     load_classifier_tokenizer,
 )
 from tokenmask.train.config import LoopConfig
+from tokenmask.train.documents import keep_documents_apart
 from tokenmask.train.job import Job, QuietReporter, Reporter, TrainResult
 from tokenmask.train.logs import read_metrics
 from tokenmask.train.loop import train
@@ -170,6 +171,9 @@ def _job(
     # a resumed run loads its checkpoint: a local folder (no revision), with the same permission to run code
     loaded = load_classifier(checkpoint or start, task=parts.head, labels=parts.labels, hub=replace(config.hub, revision=None))
     check_fits(loaded.model, vocab_size=len(tokenizer), max_length=config.max_length, name=str(checkpoint or config.model))
+    if config.unpad:
+        why = keep_documents_apart(loaded.model, unpad=True)
+        reporter.message("unpadded batches" if why is None else f"batches padded after all: {why}")
     if checkpoint is None:
         for note in loaded.notes:
             reporter.message(note)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 ATTENTION = "tokenmask_documents"
@@ -65,8 +66,34 @@ def document_attention(
         window = (-1, -1) if sliding_window is None else (sliding_window - 1, sliding_window - 1)  # as transformers' flash path
         out = varlen(*flat, cu_seq_lens_q, cu_seq_lens_q, longest, longest, scale=scaling, window_size=window)
         return out.view(batch, length, heads, width), None
-    mask = document_mask(cu_seq_lens_q, query.shape[0], query.shape[2], attention_mask)
+    batch, length = query.shape[0], query.shape[2]
+    longest = int(max_length_q) if max_length_q is not None else length
+    if (cu_seq_lens_q.numel() - 1) * longest**2 < batch * length**2:  # fewer scores padded per document
+        return _per_document(query, key, value, cu_seq_lens_q, longest, scaling, dropout, sliding_window), None
+    mask = document_mask(cu_seq_lens_q, batch, length, attention_mask)
     return sdpa_attention_forward(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
+
+
+def _per_document(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seq_lens: torch.Tensor, longest: int,
+    scaling: float | None, dropout: float, sliding_window: int | None,
+) -> torch.Tensor:  # fmt: skip
+    """SDPA over the documents padded to the longest, ``(B, h, T, d)`` -> ``(B, T, h, d)``: an unpadded
+    batch's attention costs what the padded batch's did. Padding here is only a document's own: the
+    given mask (the keys of padding, which are documents apart) is not needed; a sliding window is
+    re-made within each document."""
+    batch, heads, length, width = query.shape
+    flat = [x.transpose(1, 2).reshape(batch * length, heads, width) for x in (query, key, value)]  # (N, h, d)
+    starts, lengths = cu_seq_lens[:-1].long(), (cu_seq_lens[1:] - cu_seq_lens[:-1]).long()  # (D,)
+    steps = torch.arange(longest, device=query.device)
+    valid = steps[None, :] < lengths[:, None]  # (D, L)
+    index = (starts[:, None] + steps[None, :]).clamp(max=batch * length - 1)  # (D, L)
+    q, k, v = (x[index].transpose(1, 2) for x in flat)  # (D, h, L, d)
+    keys = valid[:, None, None, :]  # (D, 1, 1, L)
+    if sliding_window is not None:
+        keys = keys & ((steps[:, None] - steps[None, :]).abs() < sliding_window)  # (D, 1, L, L)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=keys, dropout_p=dropout, scale=scaling)  # (D, h, L, d)
+    return out.transpose(1, 2)[valid].view(batch, length, heads, width)
 
 
 @functools.cache
@@ -126,13 +153,15 @@ def document_positions(cu_seq_lens: torch.Tensor, batch: int, length: int, *, of
     return (index - starts + offset).view(batch, length)
 
 
-def keep_documents_apart(model: nn.Module, *, separator: int | None) -> str | None:
+def keep_documents_apart(model: nn.Module, *, separator: int | None = None, unpad: bool = False) -> str | None:
     """Switch ``model`` to :func:`document_attention`, in place; None when it keeps documents apart,
     else why not (the model is left as it was).
 
     The model's base then takes the boundaries from the separator (``separator``: packed blocks)
-    or from the batch's ``cu_seq_lens_q`` (unpadded batches), and the position ids from them. A
-    two-document probe checks that the model gives each document what it gives it alone: a
+    or from the batch's ``cu_seq_lens_q``, and the position ids from them. With ``unpad``, a padded
+    batch ``(B, L)`` runs as its real tokens alone, concatenated with their boundaries, and the base
+    model's output is padded back (its pooler re-run), so that any task head reads it as before.
+    A two-document probe checks that the model gives each document what it gives it alone: a
     family whose attention does not go through transformers' registry (DeBERTa, MPNet), or whose
     embeddings take no position ids, fails it.
     """
@@ -143,27 +172,58 @@ def keep_documents_apart(model: nn.Module, *, separator: int | None) -> str | No
     model.set_attn_implementation(ATTENTION)  # type: ignore[operator]
     base: Any = model.base_model
     offset = getattr(getattr(base, "embeddings", None), "padding_idx", None)  # RoBERTa numbers positions after padding
-    hook = functools.partial(_with_documents, separator=separator, offset=0 if offset is None else offset + 1)
-    handle = base.register_forward_pre_hook(hook, with_kwargs=True)
+    hook = functools.partial(_with_documents, separator=separator, offset=0 if offset is None else offset + 1, unpad=unpad)
+    handles = [base.register_forward_pre_hook(hook, with_kwargs=True)]
+    if unpad:
+        handles.append(base.register_forward_hook(_padded_back, with_kwargs=True))
     if _documents_apart(model):
         return None
-    handle.remove()
+    for handle in handles:
+        handle.remove()
     model.set_attn_implementation(before)  # type: ignore[operator]
     return f"{type(model).__name__}'s attention or positions do not follow document boundaries"
 
 
-def _with_documents(module: nn.Module, args: tuple, kwargs: dict[str, Any], *, separator: int | None, offset: int):
-    """The base model's forward pre-hook: boundaries from the separator unless given, positions from them."""
+def _with_documents(
+    module: Any, args: tuple, kwargs: dict[str, Any], *, separator: int | None, offset: int, unpad: bool
+) -> tuple[tuple, dict[str, Any]] | None:
+    """The base model's forward pre-hook: a padded batch unpadded (``unpad``), boundaries from the
+    separator unless given, positions from them."""
     ids = kwargs.get("input_ids", args[0] if args else None)
+    module._padding = None  # what _padded_back pads the output back to
     if ids is None or ids.dim() != 2:
         return None
+    mask = kwargs.get("attention_mask")
+    if unpad and mask is not None and mask.dim() == 2 and kwargs.get("cu_seq_lens_q") is None:
+        keep = mask.bool()  # (B, L), right-padded
+        for name in ("token_type_ids", "position_ids"):
+            if kwargs.get(name) is not None:
+                kwargs[name] = kwargs[name][keep][None]
+        ids, args = ids[keep][None], args if "input_ids" in kwargs else args[1:]  # (1, N)
+        lengths = keep.sum(dim=1).cumsum(0)
+        kwargs.update(input_ids=ids, attention_mask=None, **lengths_keywords(torch.cat([lengths.new_zeros(1), lengths]).int()))
+        module._padding = keep
     if kwargs.get("cu_seq_lens_q") is None:
         if separator is None:
-            return None
+            return args, kwargs
         kwargs.update(boundaries(ids, kwargs.get("attention_mask"), separator))
     if kwargs.get("position_ids") is None:
         kwargs["position_ids"] = document_positions(kwargs["cu_seq_lens_q"], *ids.shape, offset=offset)
     return args, kwargs
+
+
+def _padded_back(module: Any, args: tuple, kwargs: dict[str, Any], output: Any) -> Any:
+    """The base model's forward hook after an unpadded batch: ``last_hidden_state`` ``(1, N, H)`` back to
+    ``(B, L, H)``, zeros at the padding, and the pooler's output from it."""
+    keep = getattr(module, "_padding", None)
+    if keep is None:
+        return output
+    flat = output.last_hidden_state  # (1, N, H)
+    padded = flat.new_zeros(*keep.shape, flat.shape[-1]).index_put((keep,), flat[0])  # (B, L, H)
+    output.last_hidden_state = padded
+    if getattr(output, "pooler_output", None) is not None:
+        output.pooler_output = module.pooler(padded)
+    return output
 
 
 @torch.no_grad()
