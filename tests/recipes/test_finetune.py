@@ -354,3 +354,12 @@ def test_pretrain_then_finetune_its_model_on_given_validation_files(lines, revie
     assert "model: new, randomly initialised: bert.pooler.dense.bias, bert.pooler.dense.weight, classifier.bias" in printed
     results = json.loads((out / "results.json").read_text())
     assert sum(map(sum, results["final"]["confusion"])) == 50  # every held-out row scored
+
+
+def test_unpadded_batches_give_the_padded_runs_evaluations(tiny_mlm_folder, reviews_csv, tmp_path):
+    # the evaluation before training (no dropout): the same model on padded and on unpadded batches
+    finetune(settings(tiny_mlm_folder, reviews_csv, tmp_path / "padded", max_steps=1))
+    finetune(settings(tiny_mlm_folder, reviews_csv, tmp_path / "unpadded", max_steps=1, unpad=True))
+    padded, unpadded = ([r for r in records_of(tmp_path / run) if r["step"] == 0][0] for run in ("padded", "unpadded"))
+    assert padded.keys() == unpadded.keys() and "eval_loss" in padded
+    assert unpadded == pytest.approx(padded, rel=1e-5, abs=1e-6)
