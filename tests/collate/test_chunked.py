@@ -9,7 +9,7 @@ import torch
 
 from tokenmask.collate.chunked import ChunkBatches, RatedStream, StreamPosition, positioned_batches
 from tokenmask.collate.collator import MaskingCollator
-from tokenmask.collate.rate import RateSchedule
+from tokenmask.collate.rate import BatchRamp, RateSchedule
 from tokenmask.text.config import ReadingConfig
 from tokenmask.text.streaming import DocumentStream
 
@@ -76,7 +76,7 @@ def test_ranks_train_on_different_blocks(corpus, bert_tokenizer):
 
 
 # 4 micro-batches a step, the rate from 0.3 to 0.1 over 2 steps: micro-batches 0-3 at 0.3, 4-7 at 0.2, 8 on at 0.1
-RATE = RateSchedule(0.3, 0.1, horizon=2, grad_accum=4)
+RATE = RateSchedule(0.3, 0.1, horizon=2, ramp=BatchRamp(4))
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
@@ -109,7 +109,7 @@ def test_a_new_horizon_reads_on_from_where_the_stream_stands(corpus, bert_tokeni
     monkeypatch.setattr(DocumentStream, "documents", lambda self, *a, **k: reads.append(k) or documents(self, *a, **k))
     rated = RatedStream(chunk_batches(corpus, bert_tokenizer, rate=RATE))
     before = taken(rated.batches(RATE), 5)
-    later = RateSchedule(0.3, 0.1, horizon=4, grad_accum=4)
+    later = RateSchedule(0.3, 0.1, horizon=4, ramp=BatchRamp(4))
     after = taken(rated.batches(later), 7)
     assert len(reads) == 1 and rated.taken == 12
     rates = [(RATE if number < 5 else later).rate_of(number) for number in range(12)]  # 0.3 x4, 0.2, 0.25 x3, 0.2 x4

@@ -360,6 +360,6 @@ def test_unpadded_batches_give_the_padded_runs_evaluations(tiny_mlm_folder, revi
     # the evaluation before training (no dropout): the same model on padded and on unpadded batches
     finetune(settings(tiny_mlm_folder, reviews_csv, tmp_path / "padded", max_steps=1))
     finetune(settings(tiny_mlm_folder, reviews_csv, tmp_path / "unpadded", max_steps=1, unpad=True))
-    padded, unpadded = ([r for r in records_of(tmp_path / run) if r["step"] == 0][0] for run in ("padded", "unpadded"))
+    padded, unpadded = (next(r for r in records_of(tmp_path / run) if r["step"] == 0) for run in ("padded", "unpadded"))
     assert padded.keys() == unpadded.keys() and "eval_loss" in padded
     assert unpadded == pytest.approx(padded, rel=1e-5, abs=1e-6)

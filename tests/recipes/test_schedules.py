@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from tokenmask.cli.main import main
 from tokenmask.recipes.config import PretrainConfig
 from tokenmask.recipes.pretrain import pretrain
 from tokenmask.settings import build
@@ -37,6 +38,9 @@ def test_the_masking_rate_steps_down_by_phase(corpus, tmp_path):
     assert [r["mlm_probability"] for r in records] == [0.3] * 4 + [0.15] * 2 + [0.05] * 2
     shares = [r["targets"] / 512 for r in records]
     assert all(0.23 <= s <= 0.37 for s in shares[:4]) and all(0.0 < s <= 0.12 for s in shares[6:])
+    # OUTPUT/config.yaml replays it, the schedules with it
+    main(["pretrain", "--config", str(tmp_path / "phases" / "config.yaml"), "--output", str(tmp_path / "replay")])
+    assert [r["loss"] for r in steps(tmp_path / "replay")] == [r["loss"] for r in records]
 
 
 @pytest.mark.parametrize(

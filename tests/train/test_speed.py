@@ -46,11 +46,11 @@ def test_peaks_are_known_by_name_or_given():
 def test_speed_per_step_and_a_line_per_interval():
     said = []
     meter = Speedometer(1e6, 1e10, said.append, every=2)
-    first = meter.step(1, tokens=1000, seconds=0.5, data_seconds=0.05)
+    first = meter.step(1, tokens=1000, trained=0.5, data_seconds=0.05)  # 0.5 s since the start
     assert first == pytest.approx({"tokens_per_second": 2000, "data_share": 0.1, "mfu": 0.2})
-    meter.step(2, tokens=1000, seconds=1.5, data_seconds=0.05)
+    meter.step(2, tokens=1000, trained=2.0, data_seconds=0.05)  # 1.5 s
     assert said == ["step 2: 1,000 tokens/s, 5% of it waiting for data, MFU 10.0%"]
-    assert "mfu" not in Speedometer(None, 1e10, said.append, every=2).step(1, tokens=1, seconds=1, data_seconds=0)
+    assert "mfu" not in Speedometer(None, 1e10, said.append, every=2).step(1, tokens=1, trained=1, data_seconds=0)
 
 
 @pytest.mark.parametrize(("data", "warned"), [(0.2, True), (0.08, False)])
@@ -58,7 +58,7 @@ def test_the_data_loader_is_named_once_when_it_holds_back_more_than_a_tenth(data
     said = []
     meter = Speedometer(None, None, said.append, every=1000)
     for step in range(1, 201):
-        meter.step(step, tokens=100, seconds=1.0, data_seconds=data)
+        meter.step(step, tokens=100, trained=float(step), data_seconds=data)
     warnings = [line for line in said if "data loader" in line]
     assert len(warnings) == int(warned)
     if warned:  # the first window (steps 1-50) is the warm-up's

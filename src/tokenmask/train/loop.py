@@ -113,8 +113,9 @@ def train(
     state = _LoopState(result, start=time.perf_counter() - result.seconds)  # a time limit counts the whole run, across restarts
     peak = peak_flops(accelerator.device, config.peak_tflops)
     meter = Speedometer(
-        job.flops_per_token, None if peak is None else peak * shard.world, reporter.message, every=config.eval_every
-    )
+        job.flops_per_token, None if peak is None else peak * shard.world, reporter.message, every=config.eval_every,
+        trained=result.seconds,
+    )  # fmt: skip
     bad_in_a_row = 0
     try:
         with StopSignals() as signals:
@@ -139,7 +140,7 @@ def train(
                 result.seconds = numbers.elapsed
                 bad_in_a_row = bad_in_a_row + 1 if bad else 0
                 speed = meter.step(
-                    result.steps, tokens=numbers.tokens, seconds=time.perf_counter() - fetching, data_seconds=data_seconds
+                    result.steps, tokens=numbers.tokens, trained=numbers.elapsed - numbers.evaluated, data_seconds=data_seconds
                 )
                 _log_step(
                     run,

@@ -88,16 +88,20 @@ class Speedometer:
         every: steps between lines (the evaluation interval).
     """
 
-    def __init__(self, flops_per_token: float | None, peak: float | None, say: Callable[[str], None], *, every: int) -> None:
+    def __init__(
+        self, flops_per_token: float | None, peak: float | None, say: Callable[[str], None], *, every: int, trained: float = 0.0
+    ) -> None:
         self.flops, self.peak, self.say, self.every = flops_per_token, peak, say, every
+        self.trained = trained  # the run's training seconds (evaluation left out) at the end of the last step
         self.window: list[tuple[float, float]] = []  # (step seconds, data seconds) of the steps since the last check
         self.since = [0, 0.0, 0.0]  # tokens, step seconds, data seconds since the last line
         self.warned = False
 
-    def step(self, step: int, *, tokens: int, seconds: float, data_seconds: float) -> dict[str, float]:
-        """``tokens`` (all processes') in ``seconds`` of step, ``data_seconds`` of it spent waiting for batches ->
-        ``tokens_per_second``, ``data_share`` and (when known) ``mfu``, for the step's record."""
-        seconds = max(seconds, 1e-9)
+    def step(self, step: int, *, tokens: int, trained: float, data_seconds: float) -> dict[str, float]:
+        """``tokens`` (all processes') in the step that ended when the run had trained ``trained`` seconds
+        (evaluation left out: the step is everything since the last one's end), ``data_seconds`` of it spent
+        waiting for batches -> ``tokens_per_second``, ``data_share`` and (when known) ``mfu``, for its record."""
+        seconds, self.trained = max(trained - self.trained, 1e-9), trained
         speed = self._speed(tokens, seconds, data_seconds)
         self.since = [self.since[0] + tokens, self.since[1] + seconds, self.since[2] + data_seconds]
         if step % self.every == 0:
