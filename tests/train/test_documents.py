@@ -191,11 +191,17 @@ def tiny_task(family: str, head: str) -> torch.nn.Module:
     masked = tiny(family)
     masked.config.num_labels = 2 if head == "QuestionAnswering" else 3
     torch.manual_seed(1)
-    return getattr(transformers, type(masked).__name__.replace("MaskedLM", head))(masked.config).eval()
+    name = (
+        type(masked).__name__.replace("ForMaskedLM", "Model")
+        if head == "Model"
+        else type(masked).__name__.replace("MaskedLM", head)
+    )
+    return getattr(transformers, name)(masked.config).eval()
 
 
 @pytest.mark.parametrize(("family", "head"), [("bert", "SequenceClassification"), ("roberta", "QuestionAnswering"),
-                                              ("modernbert", "SequenceClassification"), ("modernbert", "TokenClassification")])  # fmt: skip
+                                              ("modernbert", "SequenceClassification"), ("modernbert", "TokenClassification"),
+                                              ("bert", "Model")])  # fmt: skip
 def test_an_unpadded_batch_gives_the_padded_results_and_gradients(family, head):
     padded_model = tiny_task(family, head)
     unpadded_model = copy.deepcopy(padded_model)
@@ -208,6 +214,8 @@ def test_an_unpadded_batch_gives_the_padded_results_and_gradients(family, head):
 
     def scores(model):  # per text, or at the real tokens (padding's states differ, and nothing reads them)
         out = model(**batch)
+        if head == "Model":  # retrieval's encoder: its states (mean-pooled by the task) and BERT's pooler
+            return torch.cat([out.last_hidden_state[real], out.pooler_output])
         logits = torch.stack([out.start_logits, out.end_logits], -1) if head == "QuestionAnswering" else out.logits
         return logits[real] if logits.dim() == 3 else logits
 
