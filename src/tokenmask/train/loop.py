@@ -139,21 +139,12 @@ def train(
                 result.tokens += numbers.tokens
                 result.seconds = numbers.elapsed
                 bad_in_a_row = bad_in_a_row + 1 if bad else 0
-                speed = meter.step(
-                    result.steps, tokens=numbers.tokens, trained=numbers.elapsed - numbers.evaluated, data_seconds=data_seconds
-                )
-                _log_step(
-                    run,
-                    state,
-                    numbers,
-                    stepped,
-                    lr=float(max(scheduler.get_last_lr())),
-                    extra={**extra, **speed},
-                    data=data_seconds,
-                )
+                training = numbers.elapsed - numbers.evaluated  # seconds, evaluation left out
+                extra |= meter.step(result.steps, tokens=numbers.tokens, trained=training, data_seconds=data_seconds)
+                _log_step(run, state, numbers, stepped, lr=float(max(scheduler.get_last_lr())), extra=extra, data=data_seconds)
                 if not stepped and bad_in_a_row >= config.max_bad_steps:
                     raise NonFiniteSteps(non_finite_message(config, output, result.steps))
-                pace.after_step(schedule, result.steps, result.tokens, numbers.elapsed, numbers.elapsed - numbers.evaluated)
+                pace.after_step(schedule, result.steps, result.tokens, numbers.elapsed, training)
                 snapshots.take(model, job, result)  # before a stop's save: the resumed run will not take it again
                 if result.steps % config.eval_every == 0:  # before a stop's save: the resumed run will not redo it
                     _evaluate(run, state)
