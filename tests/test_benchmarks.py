@@ -41,7 +41,10 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
 
 
 def test_the_recipe_and_unpadded_benchmarks_run_tiny(tmp_path):
-    for script, argv in (("recipe.py", [str(tmp_path / "recipe"), "--tiny", "--seeds", "1"]), ("unpadded.py", ["--tiny"])):
+    for script, argv in (
+        ("recipe.py", [str(tmp_path / "recipe"), "--tiny", "--pretrain-seeds", "1", "--seeds", "1"]),
+        ("unpadded.py", ["--tiny"]),
+    ):
         out = tmp_path / f"{script}.json"
         command = [sys.executable, str(ROOT / "benchmarks" / script), *argv, "--json", str(out)]
         finished = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
