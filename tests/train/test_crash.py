@@ -29,7 +29,7 @@ KILLS = 3  # each start costs ~10 s of imports on 2 cores: the test's time is mo
 
 
 OBJECTIVES = {
-    "mlm": ["--preset", "bert-tiny"],
+    "mlm": ["--preset", "bert-tiny", "--decay", "0.5"],  # warm-up/stable/decay: the peak until step 20
     "rtd": ["--preset", "electra-tiny", "--objective", "rtd"],
     "rtd-modernbert": ["--preset", "modernbert-tiny", "--objective", "rtd"],  # its discriminator is tokenmask's own module
     # today's recipe: documents apart, 30% then 15% masking, a batch growing from 1 to 2 micro-batches over
