@@ -7,7 +7,9 @@ flash-attention's keywords, ``cu_seq_lens_q`` / ``cu_seq_lens_k`` (each document
 the flattened ``B × T`` tokens, then ``B × T``) and ``max_length_q`` / ``max_length_k``; the model
 hands them to :func:`document_attention`, which is registered in transformers' attention
 registry under :data:`ATTENTION`. It calls torch's ``varlen_attn`` on CUDA (bf16 or fp16, no
-attention dropout) and SDPA with a block-diagonal mask elsewhere: the same numbers.
+attention dropout) and SDPA elsewhere, with a block-diagonal mask or per document, whichever
+computes fewer scores: the same numbers. With ``unpad``, a padded batch runs as its real tokens
+alone (:func:`keep_documents_apart`).
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ def _with_documents(
         return None
     mask = kwargs.get("attention_mask")
     if unpad and mask is not None and mask.dim() == 2 and kwargs.get("cu_seq_lens_q") is None:
-        keep = mask.bool()  # (B, L), right-padded
+        keep = mask.bool()  # (B, L): the real tokens, on whichever side the padding is
         for name in ("token_type_ids", "position_ids"):
             if kwargs.get(name) is not None:
                 kwargs[name] = kwargs[name][keep][None]
