@@ -67,6 +67,10 @@ def test_a_decay_run_starts_from_the_stable_checkpoint_and_falls_to_zero(corpus,
     # the same model as the stable run's at step 4: the same score on the same fixed masks
     assert decay.evaluations[0]["eval_loss"] == stable.evaluations[1]["eval_loss"]
     assert [r["lr"] for r in steps(tmp_path / "decay")] == pytest.approx([1.5e-3, 1e-3, 5e-4, 0.0])
+    # a model folder without training state is refused before anything is written
+    with pytest.raises(ValueError, match="no training state there"):
+        pretrain(config(corpus, tmp_path / "bad", decay_from=str(tmp_path / "stable" / "model")))
+    assert not (tmp_path / "bad").exists()
     # Adam's moments come along, and a peak other than the stable run's is said
     model = decay.model
     optimizer = adamw(model, LoopConfig(output="o"))

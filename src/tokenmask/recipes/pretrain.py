@@ -36,7 +36,7 @@ from tokenmask.recipes.run_cards import pretrain_card
 from tokenmask.settings import flatten
 from tokenmask.text.token_tables import require_mask_token
 from tokenmask.text.tokenizer import tokenizer_commit
-from tokenmask.train.checkpoint import save_model
+from tokenmask.train.checkpoint import STATE_FILE, save_model
 from tokenmask.train.detector import ReplacedTokenDetector, detection_loss_sum, masked_lm
 from tokenmask.train.documents import keep_documents_apart
 from tokenmask.train.heads import head_support
@@ -72,6 +72,11 @@ def pretrain(config: PretrainConfig, reporter: Reporter = QuietReporter(), *, co
             settings without ``objective="rtd"``, or a resumed checkpoint of the other objective.
     """
     check_objective_settings(config)
+    decay_from = config.loop.decay_from
+    if decay_from is not None and not (Path(decay_from) / STATE_FILE).is_file():
+        raise ValueError(
+            f"--decay-from {decay_from}: no training state there; give one of the stable run's OUTPUT/checkpoints/step-N"
+        )
     config, start = pin_revision(config)
     reporter.message(describe(config))
     generator_cards: list[Callable[[TrainResult], str]] = []
