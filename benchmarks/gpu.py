@@ -18,7 +18,8 @@ and the 2025 encoder recipe at ModernBERT-base's shape.
    (about 25% MFU).
 
 MFU is :func:`tokenmask.train.speed.flops_per_token` (6 × the encoder's non-embedding parameters, the
-attention, the head and the last layer at the 15% of targets) times tokens/s over the device's dense
+attention over the whole block, also with documents apart, so both ways count the same work; the
+head and the last layer at the 15% of targets) times tokens/s over the device's dense
 bf16 peak (:func:`tokenmask.train.speed.peak_flops`: 989 TFLOP/s for H100/H200 SXM, 312 for A100;
 ``--peak-tflops`` for others). Masking throughput is ``mask_tokens`` alone on a device batch, in
 billions of tokens per second, and its share of the step. ``--tiny --device cpu`` runs the same code
@@ -33,6 +34,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import tempfile
@@ -217,10 +219,13 @@ def main() -> None:
     print(f"device: {name}; peak bf16 {peak / 1e12:.0f} TFLOP/s" if peak else f"device: {name}; peak unknown (no MFU)")
     results: dict = {"device": name, "peak_flops": peak, "steps": steps, "compile": args.compile, "cases": [], "recipe": []}
 
+    @functools.cache
+    def flops_of(case: Case) -> float:  # one model built per shape, not per variant
+        model = build(case.model, len(tokenizer), case.length, tokenizer.pad_token_id)
+        return flops_per_token(model, length=case.length, target_share=RATE)
+
     def speed(case: Case, seconds: float) -> tuple[float, float | None, float]:
-        flops = flops_per_token(build(case.model, len(tokenizer), case.length, tokenizer.pad_token_id), length=case.length,
-                                target_share=RATE)  # fmt: skip
-        tokens = case.batch * case.length / seconds
+        tokens, flops = case.batch * case.length / seconds, flops_of(case)
         return tokens, None if peak is None else flops * tokens / peak, flops
 
     texts = list(shakespeare_scenes())[: 200 if args.tiny else None]

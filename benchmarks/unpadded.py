@@ -26,7 +26,7 @@ import torch
 from tokenmask.collate.augment import MaskingAugmenter
 from tokenmask.collate.stream import Shard
 from tokenmask.recipes.config import FinetuneConfig
-from tokenmask.recipes.finetune import _training_batches
+from tokenmask.recipes.finetune import training_batches
 from tokenmask.recipes.tasks import load_task_data, task_parts
 from tokenmask.settings import build
 from tokenmask.train.classifier import load_classifier, load_classifier_tokenizer
@@ -49,7 +49,7 @@ def measure(name: str, steps: int) -> dict[str, Any]:
     tokenizer = load_classifier_tokenizer("minilm")
     parts = task_parts(load_task_data(config, tokenizer), tokenizer, config)
     augmenter = MaskingAugmenter(tokenizer, rate=0.0, seed=0)
-    batches = _training_batches(parts, augmenter, case["batch_size"], 0, Shard())(0, None)
+    batches = training_batches(parts, augmenter, case["batch_size"], 0, Shard())(0, None)
     padded = load_classifier("minilm", task=parts.head, labels=parts.labels).model.train()
     unpadded = copy.deepcopy(padded)
     assert keep_documents_apart(unpadded, unpad=True) is None

@@ -51,6 +51,7 @@ def test_the_masking_rate_steps_down_by_phase(corpus, tmp_path):
         ({"mlm_phases": ("0.5:1.5",)}, "rates must be in"),
         ({"mlm_phases": ("0.5:0.1",), "mlm_probability_end": 0.1}, "give one"),
         ({"decay_from": "x", "init": "minilm"}, "give no --init"),
+        ({"decay_from": "x", "objective": "rtd", "preset": "electra-tiny"}, "it is for --objective mlm"),
     ],
 )
 def test_bad_schedules_are_refused(corpus, tmp_path, settings, message):

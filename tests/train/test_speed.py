@@ -38,9 +38,15 @@ def test_a_sliding_window_layer_attends_to_its_window_only():
     assert flops_per_token(model, length=128) == 6 * dense + 12 * 64 * (128 + 17 + 17)
 
 
-def test_peaks_are_known_by_name_or_given():
+def test_peaks_are_known_by_name_or_given(monkeypatch):
     assert peak_flops(torch.device("cpu")) is None
     assert peak_flops(torch.device("cpu"), 2.5) == 2.5e12
+    # CUDA device names as torch reports them; a PCIe H100 is not taken for the SXM part
+    for name, tflops in [("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0), ("NVIDIA H200", 989.0),
+                         ("NVIDIA A100-SXM4-80GB", 312.0), ("Tesla T4", 65.0), ("NVIDIA GeForce RTX 4090", None)]:  # fmt: skip
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device, name=name: name)
+        assert peak_flops(torch.device("cuda")) == (None if tflops is None else tflops * 1e12), name
+    assert peak_flops(torch.device("cuda"), 100.0) == 100e12  # given wins over the table
 
 
 def test_speed_per_step_and_a_line_per_interval():

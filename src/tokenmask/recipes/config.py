@@ -156,8 +156,10 @@ class PretrainConfig:
         parse_phases(self.mlm_phases)
         if self.batch_warmup_tokens is not None and self.loop.grad_accum < 2:
             raise ValueError("batch_warmup_tokens ramps up the micro-batches of a step: give --grad-accum above 1")
-        if self.loop.decay_from is not None and (self.init is not None or self.objective != "mlm"):
-            raise ValueError("decay_from starts from its own checkpoint, for --objective mlm: give no --init")
+        if self.loop.decay_from is not None and self.init is not None:
+            raise ValueError("decay_from starts from its own checkpoint's model: give no --init")
+        if self.loop.decay_from is not None and self.objective != "mlm":
+            raise ValueError("decay_from continues a masked-LM run: it is for --objective mlm")
         if self.mlm_phases and self.mlm_probability_end is not None:
             raise ValueError("mlm_phases and mlm_probability_end are two schedules of the masking rate: give one")
         object.__setattr__(self, "loop", self.loop.with_default_limit())  # frozen: the one resolved default

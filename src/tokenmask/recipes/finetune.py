@@ -204,7 +204,7 @@ def _job(
     return Job(
         model=loaded.model.train(),
         tokenizer=tokenizer,
-        batches=_training_batches(parts, augmenter, loop.batch_size, loop.seed, shard),
+        batches=training_batches(parts, augmenter, loop.batch_size, loop.seed, shard),
         evaluate=evaluate,
         loss=parts.loss,
         before_step=before_step,
@@ -213,7 +213,7 @@ def _job(
     )
 
 
-def _training_batches(
+def training_batches(
     parts: TaskParts, augmenter: MaskingAugmenter, batch_size: int, seed: int, shard: Shard
 ) -> Callable[[int, int | None], Iterator[dict[str, Any]]]:
     """``(skip, horizon) -> this process's augmented micro-batches forever``, in the task's order
